@@ -1,0 +1,256 @@
+//! [`RedissonClient`]: connections, client id, watchdog and subscriptions.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::clients::Client;
+use fred::interfaces::ClientLike;
+use fred::types::config::{Config as FredConfig, ReconnectPolicy, ServerConfig};
+use fred::types::{Builder, ClusterHash, CustomCommand, Value};
+use tokio::sync::watch;
+
+use crate::config::{Config, ShardedSubscriptionMode};
+use crate::error::{Error, Result};
+use crate::hold::Holds;
+use crate::naming;
+use crate::pubsub::Subscriptions;
+use crate::watchdog::{self, WatchdogStats};
+use crate::RLock;
+
+/// A connection to Redis that hands out locks, like Redisson's `RedissonClient`.
+///
+/// Each client has its own id (a UUID v4, the `<client-id>` of its lock
+/// fields), one command connection, one subscriber connection and one
+/// watchdog task. Cloning is cheap and shares all of them.
+///
+/// ```no_run
+/// use redisson_lock::RedissonClient;
+///
+/// # async fn demo() -> redisson_lock::Result<()> {
+/// let client = RedissonClient::from_url("redis://127.0.0.1:6379").await?;
+/// let lock = client.lock("orders:42")?;
+/// let guard = lock.lock().await?;
+/// // ... critical section; the watchdog keeps the lock alive ...
+/// guard.unlock().await?;
+/// client.shutdown().await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RedissonClient {
+    pub(crate) inner: Arc<ClientInner>,
+}
+
+pub(crate) struct ClientInner {
+    pub(crate) id: String,
+    pub(crate) config: Config,
+    pub(crate) redis: Client,
+    pub(crate) subscriptions: Arc<Subscriptions>,
+    pub(crate) holds: Holds,
+    pub(crate) cluster: bool,
+    /// `PUBLISH` or `SPUBLISH`, passed to the scripts.
+    pub(crate) publish_command: &'static str,
+    pub(crate) stats: watch::Sender<WatchdogStats>,
+    shutdown: watch::Sender<bool>,
+    closed: AtomicBool,
+}
+
+impl ClientInner {
+    pub(crate) fn ensure_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            Err(Error::Shutdown)
+        } else {
+            Ok(())
+        }
+    }
+
+    pub(crate) fn timeout(&self) -> Duration {
+        self.config.timeout
+    }
+}
+
+impl Drop for ClientInner {
+    fn drop(&mut self) {
+        self.shutdown.send_replace(true);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let redis = self.redis.clone();
+            runtime.spawn(async move {
+                let _ = redis.quit().await;
+            });
+        }
+    }
+}
+
+impl RedissonClient {
+    /// Connects with the given settings. Fails if Redis cannot be reached
+    /// within the connect timeout or refuses the credentials.
+    pub async fn connect(config: Config) -> Result<Self> {
+        config.validate()?;
+        let fred_config = FredConfig::from_url(&config.address)
+            .map_err(|e| Error::Config(format!("{}: {}", config.address, e.details())))?;
+        let cluster = matches!(fred_config.server, ServerConfig::Clustered { .. });
+
+        let redis = builder(&config, fred_config.clone(), 1)
+            .build()
+            .map_err(|e| Error::Config(e.details().to_string()))?;
+        let subscriber = builder(&config, fred_config, 3)
+            .build_subscriber_client()
+            .map_err(|e| Error::Config(e.details().to_string()))?;
+        let limit = config.connect_timeout + config.timeout;
+        if let Err(e) = init(&redis, limit).await {
+            let _ = redis.quit().await;
+            return Err(e);
+        }
+        if let Err(e) = init(&subscriber, limit).await {
+            let _ = redis.quit().await;
+            let _ = subscriber.quit().await;
+            return Err(e);
+        }
+
+        let sharded = match config.sharded_subscription_mode {
+            ShardedSubscriptionMode::On => true,
+            ShardedSubscriptionMode::Off => false,
+            ShardedSubscriptionMode::Auto => cluster && supports_sharded_pubsub(&redis).await,
+        };
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let subscriptions = Subscriptions::start(subscriber, sharded, shutdown_rx.clone());
+        let inner = Arc::new(ClientInner {
+            id: uuid::Uuid::new_v4().to_string(),
+            config,
+            redis,
+            subscriptions,
+            holds: Holds::default(),
+            cluster,
+            publish_command: if sharded { "SPUBLISH" } else { "PUBLISH" },
+            stats: watch::Sender::new(WatchdogStats::default()),
+            shutdown,
+            closed: AtomicBool::new(false),
+        });
+        tokio::spawn(watchdog::run(Arc::downgrade(&inner), shutdown_rx));
+        Ok(RedissonClient { inner })
+    }
+
+    /// Connects to `url` with default settings.
+    pub async fn from_url(url: &str) -> Result<Self> {
+        Self::connect(Config::from_url(url)).await
+    }
+
+    /// This client's id: the `<client-id>` in its lock fields (Redisson's
+    /// `RedissonClient#getId()`).
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// A handle on the lock `name` (Redisson's `getLock`). Nothing is sent to
+    /// Redis; the name is checked.
+    pub fn lock(&self, name: &str) -> Result<RLock> {
+        self.inner.ensure_open()?;
+        naming::validate_lock_name(name)?;
+        Ok(RLock::new(self.inner.clone(), name))
+    }
+
+    /// Whether unlock messages use sharded pub/sub (`SPUBLISH`).
+    pub fn sharded_pubsub(&self) -> bool {
+        self.inner.publish_command == "SPUBLISH"
+    }
+
+    /// Counters of the watchdog so far.
+    pub fn watchdog_stats(&self) -> WatchdogStats {
+        *self.inner.stats.borrow()
+    }
+
+    /// A receiver that sees the watchdog counters change after every cycle.
+    pub fn watchdog_updates(&self) -> watch::Receiver<WatchdogStats> {
+        self.inner.stats.subscribe()
+    }
+
+    /// Number of locks this client currently tracks as held (one per lock and owner).
+    pub fn held_locks(&self) -> usize {
+        self.inner.holds.len()
+    }
+
+    /// The underlying command connection, for commands of your own (status
+    /// queries, tests). Lock scripts are never sent through it by this crate
+    /// with retries; do not send them yourself.
+    pub fn redis(&self) -> &Client {
+        &self.inner.redis
+    }
+
+    /// Stops the watchdog, releases every lock this client still holds
+    /// (waking their waiters) and closes the connections. Later calls on any
+    /// clone fail with [`Error::Shutdown`]. Calling it twice is harmless.
+    pub async fn shutdown(&self) {
+        if self.inner.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.inner.shutdown.send_replace(true);
+        for hold in self.inner.holds.all() {
+            let lock = RLock::new(self.inner.clone(), &hold.name);
+            while hold.count() > 0 && !hold.is_retired() {
+                let watchdog = true;
+                if lock.release(&hold, watchdog).await.is_err() {
+                    break;
+                }
+            }
+        }
+        self.inner.subscriptions.quit().await;
+        let _ = self.inner.redis.quit().await;
+    }
+}
+
+impl std::fmt::Debug for RedissonClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedissonClient")
+            .field("id", &self.inner.id)
+            .field("address", &self.inner.config.address)
+            .finish()
+    }
+}
+
+fn builder(config: &Config, fred_config: FredConfig, attempts: u32) -> Builder {
+    let mut fred_config = fred_config;
+    fred_config.fail_fast = true;
+    let mut builder = Builder::from_config(fred_config);
+    builder
+        .with_connection_config(|c| {
+            c.connection_timeout = config.connect_timeout;
+            c.internal_command_timeout = config.timeout;
+            c.max_command_attempts = attempts;
+        })
+        .with_performance_config(|p| {
+            p.default_command_timeout = config.timeout;
+            p.broadcast_channel_capacity = 4096;
+        });
+    if config.reconnect {
+        let ms = |d: Duration| d.as_millis().min(u32::MAX as u128) as u32;
+        builder.set_policy(ReconnectPolicy::new_exponential(
+            0,
+            ms(config.reconnect_min_delay),
+            ms(config.reconnect_max_delay),
+            2,
+        ));
+    }
+    builder
+}
+
+async fn init<C: ClientLike>(client: &C, limit: Duration) -> Result<()> {
+    match tokio::time::timeout(limit, client.init()).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(Error::from_redis(&e, limit)),
+        Err(_) => Err(Error::Timeout(limit)),
+    }
+}
+
+/// Redisson's AUTO probe (3.50+): `PUBSUB SHARDNUMSUB 0` succeeds on Redis 7+.
+async fn supports_sharded_pubsub(redis: &Client) -> bool {
+    let probe = CustomCommand::new_static("PUBSUB", ClusterHash::Random, false);
+    redis
+        .custom::<Value, Value>(probe, vec!["SHARDNUMSUB".into(), "0".into()])
+        .await
+        .is_ok()
+}

@@ -1,0 +1,202 @@
+//! Client configuration, with Redisson's setting names and defaults.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::lease::MAX_LEASE;
+
+/// Which pub/sub commands carry unlock messages. Must match the JVM fleet:
+/// Redisson's `shardedSubscriptionMode` (3.29+).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum ShardedSubscriptionMode {
+    /// Sharded (`SPUBLISH` / `SSUBSCRIBE`) on a Redis 7+ cluster, classic elsewhere.
+    /// Redisson's default.
+    #[default]
+    Auto,
+    /// Always sharded pub/sub.
+    On,
+    /// Always classic `PUBLISH` / `SUBSCRIBE`.
+    Off,
+}
+
+/// Client settings. Field names in serialized form are Redisson's
+/// (`lockWatchdogTimeout`, `timeout`, ...) and durations are milliseconds, so
+/// the values a Java service uses can be copied as they are.
+///
+/// ```
+/// use std::time::Duration;
+/// use redisson_lock::Config;
+///
+/// let config: Config = serde_json::from_str(
+///     r#"{"address": "redis://127.0.0.1:6379", "lockWatchdogTimeout": 10000}"#,
+/// ).unwrap();
+/// assert_eq!(config.lock_watchdog_timeout, Duration::from_secs(10));
+/// assert_eq!(config.lock_watchdog_batch_size, 100);
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Config {
+    /// Server URL: `redis://[user:pass@]host:port[/db]`, `rediss://...`, or
+    /// fred's cluster / sentinel URL forms.
+    #[serde(alias = "url")]
+    pub address: String,
+    /// Lease of locks taken without an explicit lease; the watchdog renews
+    /// them every third of it. Redisson default: 30 s.
+    #[serde(with = "millis")]
+    pub lock_watchdog_timeout: Duration,
+    /// Most locks renewed by one script. Redisson default: 100.
+    pub lock_watchdog_batch_size: usize,
+    /// How long to wait for any one reply from Redis. Redisson default: 3 s.
+    #[serde(with = "millis")]
+    pub timeout: Duration,
+    /// How long to wait for a TCP (and TLS) connection. Redisson default: 10 s.
+    #[serde(with = "millis")]
+    pub connect_timeout: Duration,
+    /// Attempts for an unlock whose reply was lost (replayed safely through the
+    /// unlock latch). Redisson default: 4.
+    pub retry_attempts: u32,
+    /// Pause between those attempts. Redisson default: 1 s (plus jitter).
+    #[serde(with = "millis")]
+    pub retry_delay: Duration,
+    /// Reconnect after a lost connection. On by default; without it a client
+    /// never recovers from a Redis restart.
+    pub reconnect: bool,
+    /// First reconnect delay, doubled on each failure up to the maximum.
+    #[serde(with = "millis")]
+    pub reconnect_min_delay: Duration,
+    /// Largest reconnect delay.
+    #[serde(with = "millis")]
+    pub reconnect_max_delay: Duration,
+    /// Pub/sub flavour for unlock messages.
+    pub sharded_subscription_mode: ShardedSubscriptionMode,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            address: "redis://127.0.0.1:6379".into(),
+            lock_watchdog_timeout: Duration::from_secs(30),
+            lock_watchdog_batch_size: 100,
+            timeout: Duration::from_secs(3),
+            connect_timeout: Duration::from_secs(10),
+            retry_attempts: 4,
+            retry_delay: Duration::from_secs(1),
+            reconnect: true,
+            reconnect_min_delay: Duration::from_millis(100),
+            reconnect_max_delay: Duration::from_secs(5),
+            sharded_subscription_mode: ShardedSubscriptionMode::Auto,
+        }
+    }
+}
+
+impl Config {
+    /// Default settings for the server at `url`.
+    pub fn from_url(url: impl Into<String>) -> Self {
+        Config {
+            address: url.into(),
+            ..Config::default()
+        }
+    }
+
+    /// Checks every setting; [`crate::RedissonClient::connect`] calls it.
+    pub fn validate(&self) -> Result<()> {
+        if self.address.trim().is_empty() {
+            return Err(Error::Config("address is empty".into()));
+        }
+        if self.lock_watchdog_timeout < Duration::from_millis(30) {
+            return Err(Error::Config(
+                "lockWatchdogTimeout must be at least 30 ms".into(),
+            ));
+        }
+        if self.lock_watchdog_timeout > MAX_LEASE {
+            return Err(Error::Config(format!(
+                "lockWatchdogTimeout must be at most {} ms",
+                MAX_LEASE.as_millis()
+            )));
+        }
+        if !(1..=10_000).contains(&self.lock_watchdog_batch_size) {
+            return Err(Error::Config(
+                "lockWatchdogBatchSize must be between 1 and 10000".into(),
+            ));
+        }
+        for (what, value) in [
+            ("timeout", self.timeout),
+            ("connectTimeout", self.connect_timeout),
+        ] {
+            if value.is_zero() || value > MAX_LEASE {
+                return Err(Error::Config(format!(
+                    "{what} must be between 1 ms and {} ms",
+                    MAX_LEASE.as_millis()
+                )));
+            }
+        }
+        if self.reconnect_min_delay.is_zero() || self.reconnect_min_delay > self.reconnect_max_delay
+        {
+            return Err(Error::Config(
+                "reconnect delays must satisfy 0 < reconnectMinDelay <= reconnectMaxDelay".into(),
+            ));
+        }
+        if self.retry_delay > MAX_LEASE {
+            return Err(Error::Config("retryDelay is too large".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Serde helper: a `Duration` as integer milliseconds, as Redisson writes them.
+mod millis {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(value.as_millis().min(u64::MAX as u128) as u64)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Ok(Duration::from_millis(u64::deserialize(d)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_redisson_and_validate() {
+        let c = Config::default();
+        assert_eq!(c.lock_watchdog_timeout, Duration::from_millis(30_000));
+        assert_eq!(c.timeout, Duration::from_millis(3_000));
+        assert_eq!(c.retry_attempts, 4);
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn bad_settings_are_refused() {
+        let mut c = Config::from_url("redis://127.0.0.1:1");
+        c.lock_watchdog_timeout = Duration::from_millis(1);
+        assert!(matches!(c.validate(), Err(Error::Config(_))));
+        let mut c = Config::default();
+        c.lock_watchdog_batch_size = 0;
+        assert!(c.validate().is_err());
+        let mut c = Config::default();
+        c.timeout = Duration::ZERO;
+        assert!(c.validate().is_err());
+        assert!(serde_json::from_str::<Config>(r#"{"timeout": -5}"#).is_err());
+    }
+
+    #[test]
+    fn round_trips_through_json() {
+        let c = Config {
+            sharded_subscription_mode: ShardedSubscriptionMode::Off,
+            ..Config::default()
+        };
+        let json = serde_json::to_string(&c).unwrap();
+        assert!(json.contains("\"lockWatchdogTimeout\":30000"));
+        assert!(json.contains("\"shardedSubscriptionMode\":\"OFF\""));
+        assert_eq!(serde_json::from_str::<Config>(&json).unwrap(), c);
+    }
+}

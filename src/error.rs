@@ -1,0 +1,103 @@
+//! The crate's error type.
+
+use std::time::Duration;
+
+/// Errors returned by this crate.
+///
+/// A rejected call ([`Error::InvalidArgument`], [`Error::WrongType`],
+/// [`Error::NotHeld`]) has changed nothing on Redis.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The lock is not held by this owner: Redisson's `IllegalMonitorStateException`.
+    /// Returned when unlocking a lock that someone else holds, that expired, or
+    /// that was already fully released.
+    #[error("attempt to unlock lock `{name}`, not locked by owner `{field}`")]
+    NotHeld {
+        /// Lock name.
+        name: String,
+        /// Owner field that tried to unlock (`<client-id>:<owner-id>`).
+        field: String,
+    },
+    /// The guard's lock was lost (a renewal found it gone, or its lease ran out
+    /// before a renewal was confirmed), so releasing it sent nothing to Redis.
+    #[error("lock `{name}` was lost before it was released (lease expired or deleted)")]
+    LockLost {
+        /// Lock name.
+        name: String,
+    },
+    /// The key exists but is not a lock hash. The key was left untouched.
+    #[error("key `{name}` is not a lock (WRONGTYPE)")]
+    WrongType {
+        /// The offending key.
+        name: String,
+    },
+    /// A bad argument: empty or malformed name, zero or out-of-range duration.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// Invalid configuration or URL.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// No reply from Redis within the configured timeout.
+    #[error("no reply from Redis within {0:?}")]
+    Timeout(Duration),
+    /// The connection to Redis failed or is down.
+    #[error("Redis connection error: {0}")]
+    Connection(String),
+    /// Redis refused the credentials.
+    #[error("Redis authentication failed: {0}")]
+    Auth(String),
+    /// Redis answered with an error.
+    #[error("Redis error: {0}")]
+    Redis(String),
+    /// A script was sent but its reply was lost, and reading the state
+    /// afterwards did not succeed either, so whether it ran is unknown. An
+    /// acquire in this state expires on its own within one lease.
+    #[error("outcome of `{operation}` on `{name}` is unknown: {cause}")]
+    OutcomeUnknown {
+        /// What was sent (acquire, unlock, ...).
+        operation: &'static str,
+        /// Lock name.
+        name: String,
+        /// Why it could not be resolved.
+        cause: String,
+    },
+    /// The client was shut down.
+    #[error("the client is shut down")]
+    Shutdown,
+}
+
+/// Shorthand for `Result<T, redisson_lock::Error>`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Maps a fred error into this crate's error. `timeout` is the command
+    /// timeout in force, reported by [`Error::Timeout`].
+    pub(crate) fn from_redis(err: &fred::error::Error, timeout: Duration) -> Error {
+        use fred::error::ErrorKind;
+        let details = err.details().to_string();
+        match err.kind() {
+            ErrorKind::Timeout => Error::Timeout(timeout),
+            ErrorKind::IO | ErrorKind::Canceled | ErrorKind::Backpressure => {
+                Error::Connection(details)
+            }
+            ErrorKind::Auth => Error::Auth(details),
+            ErrorKind::Url | ErrorKind::Config => Error::Config(details),
+            _ if details.contains("NOAUTH") || details.contains("WRONGPASS") => {
+                Error::Auth(details)
+            }
+            _ => Error::Redis(details),
+        }
+    }
+
+    /// True when a command may or may not have reached Redis: its outcome must
+    /// be resolved by reading the state before anything else is decided.
+    pub(crate) fn outcome_unknown(&self) -> bool {
+        matches!(self, Error::Timeout(_) | Error::Connection(_))
+    }
+
+    /// True for a `WRONGTYPE` reply.
+    pub(crate) fn is_wrong_type(&self) -> bool {
+        matches!(self, Error::Redis(msg) if msg.contains("WRONGTYPE"))
+    }
+}

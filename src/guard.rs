@@ -1,0 +1,126 @@
+//! [`LockGuard`]: proof of one hold, released by `unlock().await` or on drop.
+
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::hold::Hold;
+use crate::lease::LostSignal;
+use crate::{OwnerId, RLock};
+
+/// What an unlock left behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unlocked {
+    /// The last hold was released: the lock is free and waiters were told.
+    Released,
+    /// The owner still holds the lock reentrantly (the hold count went down by one).
+    StillHeld,
+}
+
+/// One hold on a lock. Release it with [`LockGuard::unlock`], which reports
+/// errors; dropping the guard instead releases it in the background.
+///
+/// A nested acquire by the same owner returns another guard and raises the
+/// hold count on Redis; the lock is free once every guard is released.
+///
+/// ```no_run
+/// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+/// let outer = lock.lock().await?;
+/// let inner = lock.lock().await?; // same task: re-enters
+/// assert_eq!(lock.hold_count().await?, 2);
+/// inner.unlock().await?;
+/// outer.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[must_use = "dropping the guard releases the lock at once"]
+pub struct LockGuard {
+    lock: RLock,
+    hold: Arc<Hold>,
+    watchdog: bool,
+    released: bool,
+}
+
+impl LockGuard {
+    pub(crate) fn new(lock: RLock, hold: Arc<Hold>, watchdog: bool) -> Self {
+        LockGuard {
+            lock,
+            hold,
+            watchdog,
+            released: false,
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        self.lock.name()
+    }
+
+    /// The owner this hold belongs to.
+    pub fn owner(&self) -> OwnerId {
+        self.hold.owner
+    }
+
+    /// The hash field of the owner on Redis: `<client-id>:<owner-id>`.
+    pub fn field(&self) -> &str {
+        &self.hold.field
+    }
+
+    /// True when the watchdog renews this hold (no explicit lease was given).
+    pub fn is_renewed(&self) -> bool {
+        self.watchdog
+    }
+
+    /// True once the lock is known lost or its lease deadline has passed.
+    pub fn is_lost(&self) -> bool {
+        self.hold.lease.is_lost()
+    }
+
+    /// Completes when the lock is lost. See [`LostSignal`].
+    pub async fn lost(&self) {
+        self.lost_signal().lost().await
+    }
+
+    /// A `'static` handle on the lost signal, to move into another task.
+    pub fn lost_signal(&self) -> LostSignal {
+        LostSignal::new(self.hold.lease.clone())
+    }
+
+    /// Releases this hold. The last release of a lock deletes it and publishes
+    /// the unlock message. Fails with [`crate::Error::LockLost`] if the lock
+    /// was lost meanwhile, or [`crate::Error::NotHeld`] if Redis says this
+    /// owner no longer holds it.
+    pub async fn unlock(mut self) -> Result<Unlocked> {
+        self.released = true;
+        self.lock.release(&self.hold, self.watchdog).await
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        let (lock, hold, watchdog) = (self.lock.clone(), self.hold.clone(), self.watchdog);
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    if let Err(e) = lock.release(&hold, watchdog).await {
+                        tracing::warn!(lock = %hold.name, error = %e, "background unlock of a dropped guard failed");
+                    }
+                });
+            }
+            // No runtime to talk to Redis: stop renewing so the lease expires.
+            Err(_) => lock.forget(&hold, watchdog),
+        }
+    }
+}
+
+impl std::fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("name", &self.name())
+            .field("field", &self.field())
+            .field("renewed", &self.watchdog)
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}

@@ -1,0 +1,194 @@
+//! The client's local record of the locks it holds: one [`Hold`] per
+//! (lock name, owner), with the hold count, the lease mode and the lease state.
+//! The watchdog renews from this table; guards release through it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::OwnedMutexGuard;
+use tokio::time::Instant;
+
+use crate::lease::LeaseState;
+use crate::OwnerId;
+
+/// One owner's holds on one lock, as seen by this client.
+pub(crate) struct Hold {
+    pub(crate) name: Arc<str>,
+    pub(crate) field: Arc<str>,
+    pub(crate) owner: OwnerId,
+    pub(crate) lease: Arc<LeaseState>,
+    /// Serializes this owner's scripts on this lock, so that an unknown outcome
+    /// can be resolved by comparing the hold count on Redis with ours.
+    ops: Arc<tokio::sync::Mutex<()>>,
+    state: Mutex<HoldState>,
+}
+
+#[derive(Default)]
+struct HoldState {
+    /// Holds this client believes it has (guards not yet released).
+    count: u32,
+    /// How many of them were taken without an explicit lease.
+    watchdog_holds: u32,
+    /// Lease of the newest explicit-lease acquire, applied by partial unlocks
+    /// once no watchdog hold is left.
+    explicit_lease: Option<Duration>,
+    /// Removed from the table: a new acquire must start a new `Hold`.
+    retired: bool,
+}
+
+impl Hold {
+    pub(crate) fn count(&self) -> u32 {
+        self.state.lock().count
+    }
+
+    pub(crate) fn is_retired(&self) -> bool {
+        self.state.lock().retired
+    }
+
+    /// Records a confirmed acquire sent at `sent_at`.
+    pub(crate) fn on_acquired(&self, sent_at: Instant, lease: Duration, watchdog: bool) {
+        let mut s = self.state.lock();
+        s.count += 1;
+        if watchdog {
+            s.watchdog_holds += 1;
+        } else {
+            s.explicit_lease = Some(lease);
+        }
+        drop(s);
+        self.lease.confirm(sent_at, lease);
+    }
+
+    /// Forgets one hold; returns how many are left.
+    pub(crate) fn on_released(&self, watchdog: bool) -> u32 {
+        let mut s = self.state.lock();
+        s.count = s.count.saturating_sub(1);
+        if watchdog {
+            s.watchdog_holds = s.watchdog_holds.saturating_sub(1);
+        }
+        s.count
+    }
+
+    /// The lease a partial unlock re-applies, after releasing one hold of the
+    /// given kind: the watchdog timeout while watchdog holds remain, otherwise
+    /// the newest explicit lease (Redisson's `internalLockLeaseTime`).
+    pub(crate) fn lease_after_release(&self, watchdog: bool, watchdog_timeout: Duration) -> Duration {
+        let s = self.state.lock();
+        let watchdog_left = s.watchdog_holds.saturating_sub(u32::from(watchdog));
+        match (watchdog_left, s.explicit_lease) {
+            (0, Some(lease)) => lease,
+            _ => watchdog_timeout,
+        }
+    }
+
+    fn renewable(&self) -> bool {
+        let s = self.state.lock();
+        s.count > 0 && s.watchdog_holds > 0 && !s.retired
+    }
+}
+
+type HoldKey = (Arc<str>, OwnerId);
+
+/// All holds of one client.
+#[derive(Default)]
+pub(crate) struct Holds {
+    map: Mutex<HashMap<HoldKey, Arc<Hold>>>,
+}
+
+impl Holds {
+    /// The live hold of `owner` on `name` (created empty if there is none),
+    /// with its operation lock taken. A hold found lost is retired first, so
+    /// that a new acquisition starts with a fresh lease state.
+    pub(crate) async fn checkout(
+        &self,
+        name: &Arc<str>,
+        field: &str,
+        owner: OwnerId,
+    ) -> (Arc<Hold>, OwnedMutexGuard<()>) {
+        loop {
+            let hold = self
+                .map
+                .lock()
+                .entry((name.clone(), owner))
+                .or_insert_with(|| {
+                    Arc::new(Hold {
+                        name: name.clone(),
+                        field: field.into(),
+                        owner,
+                        lease: LeaseState::new(),
+                        ops: Arc::new(tokio::sync::Mutex::new(())),
+                        state: Mutex::new(HoldState::default()),
+                    })
+                })
+                .clone();
+            let ops = hold.ops.clone().lock_owned().await;
+            if hold.is_retired() {
+                continue;
+            }
+            if hold.count() > 0 && hold.lease.is_lost() {
+                self.retire(&hold);
+                continue;
+            }
+            return (hold, ops);
+        }
+    }
+
+    /// Takes the operation lock of an existing hold (for a release).
+    pub(crate) async fn lock_ops(hold: &Hold) -> OwnedMutexGuard<()> {
+        hold.ops.clone().lock_owned().await
+    }
+
+    /// The live hold of `owner` on `name`, if this client has one.
+    pub(crate) fn get(&self, name: &Arc<str>, owner: OwnerId) -> Option<Arc<Hold>> {
+        self.map.lock().get(&(name.clone(), owner)).cloned()
+    }
+
+    /// Removes the hold from the table when it has nothing left to track (no
+    /// holds, or lost). Call with its operation lock held.
+    pub(crate) fn retire_if_done(&self, hold: &Arc<Hold>) {
+        if hold.count() == 0 || hold.lease.is_lost() {
+            self.retire(hold);
+        }
+    }
+
+    fn retire(&self, hold: &Arc<Hold>) {
+        let mut map = self.map.lock();
+        hold.state.lock().retired = true;
+        let key = (hold.name.clone(), hold.owner);
+        if map.get(&key).is_some_and(|h| Arc::ptr_eq(h, hold)) {
+            map.remove(&key);
+        }
+    }
+
+    /// Holds the watchdog must renew now. Holds whose deadline passed are
+    /// marked lost on the way and left out.
+    pub(crate) fn renewable(&self) -> Vec<Arc<Hold>> {
+        self.map
+            .lock()
+            .values()
+            .filter(|h| h.renewable() && !h.lease.is_lost())
+            .cloned()
+            .collect()
+    }
+
+    /// Every hold of one lock name (any owner).
+    pub(crate) fn of_name(&self, name: &str) -> Vec<Arc<Hold>> {
+        self.map
+            .lock()
+            .values()
+            .filter(|h| &*h.name == name)
+            .cloned()
+            .collect()
+    }
+
+    /// Every hold in the table.
+    pub(crate) fn all(&self) -> Vec<Arc<Hold>> {
+        self.map.lock().values().cloned().collect()
+    }
+
+    /// Number of holds in the table.
+    pub(crate) fn len(&self) -> usize {
+        self.map.lock().len()
+    }
+}

@@ -1,0 +1,202 @@
+//! Lease deadlines and the lost-lock signal.
+//!
+//! A hold's deadline is the moment Redis may let its key expire, measured on
+//! the local monotonic clock from when the last confirmed acquire, renewal or
+//! partial unlock was *sent* (not answered), so it never runs later than the
+//! server-side TTL. Passing the deadline, or a renewal finding the field gone,
+//! marks the hold lost, and every guard of it is told.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::error::{Error, Result};
+
+/// Longest lease (and watchdog timeout) accepted: 100 years.
+pub const MAX_LEASE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// Validates a lease and converts it to whole milliseconds, the unit Redis and
+/// Redisson use.
+pub(crate) fn lease_millis(lease: Duration, what: &str) -> Result<i64> {
+    let ms = lease.as_millis();
+    if ms == 0 {
+        return Err(Error::InvalidArgument(format!(
+            "{what} must be at least 1 ms, got {lease:?}"
+        )));
+    }
+    if lease > MAX_LEASE {
+        return Err(Error::InvalidArgument(format!(
+            "{what} must be at most {} ms, got {lease:?}",
+            MAX_LEASE.as_millis()
+        )));
+    }
+    Ok(ms as i64)
+}
+
+struct Deadline {
+    /// When the newest confirmed command was sent; older confirmations that
+    /// arrive late must not move the deadline.
+    sent_at: Instant,
+    at: Instant,
+}
+
+/// Deadline and lost flag of one hold, shared with its guards.
+pub(crate) struct LeaseState {
+    deadline: Mutex<Deadline>,
+    lost: watch::Sender<bool>,
+}
+
+impl LeaseState {
+    pub(crate) fn new() -> Arc<Self> {
+        let now = Instant::now();
+        Arc::new(LeaseState {
+            deadline: Mutex::new(Deadline {
+                sent_at: now,
+                at: now + MAX_LEASE,
+            }),
+            lost: watch::Sender::new(false),
+        })
+    }
+
+    /// Redis confirmed a command sent at `sent_at` that set the key's TTL to `lease`.
+    pub(crate) fn confirm(&self, sent_at: Instant, lease: Duration) {
+        if self.is_lost() {
+            return;
+        }
+        let mut d = self.deadline.lock();
+        if sent_at >= d.sent_at {
+            d.sent_at = sent_at;
+            d.at = sent_at + lease;
+        }
+    }
+
+    /// Marks the hold lost; returns true the first time.
+    pub(crate) fn mark_lost(&self) -> bool {
+        self.lost.send_if_modified(|lost| !std::mem::replace(lost, true))
+    }
+
+    pub(crate) fn deadline(&self) -> Instant {
+        self.deadline.lock().at
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        if *self.lost.borrow() {
+            return true;
+        }
+        if Instant::now() >= self.deadline() {
+            self.mark_lost();
+            return true;
+        }
+        false
+    }
+
+    async fn wait_lost(&self) {
+        let mut changes = self.lost.subscribe();
+        while !self.is_lost() {
+            let deadline = self.deadline();
+            tokio::select! {
+                _ = changes.changed() => {}
+                _ = tokio::time::sleep_until(deadline) => {}
+            }
+        }
+    }
+}
+
+/// Tells a lock holder that its lock is gone.
+///
+/// It fires when a renewal finds the holder's field gone (expired, deleted by
+/// a force unlock), or when the lease deadline passes without a confirmed
+/// renewal, whichever comes first: never later than the moment another client
+/// could take the lock. Cloneable and `'static`, so it can be moved into a
+/// `select!` or another task.
+///
+/// ```no_run
+/// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+/// let guard = lock.lock().await?;
+/// let lost = guard.lost_signal();
+/// tokio::select! {
+///     _ = do_the_work() => { guard.unlock().await?; }
+///     _ = lost.lost() => eprintln!("lock lost: stop writing"),
+/// }
+/// # Ok(()) }
+/// # async fn do_the_work() {}
+/// ```
+#[derive(Clone)]
+pub struct LostSignal {
+    state: Arc<LeaseState>,
+}
+
+impl LostSignal {
+    pub(crate) fn new(state: Arc<LeaseState>) -> Self {
+        LostSignal { state }
+    }
+
+    /// Non-blocking check: true once the lock is known lost or its lease
+    /// deadline has passed.
+    pub fn is_lost(&self) -> bool {
+        self.state.is_lost()
+    }
+
+    /// Completes when the lock is lost.
+    pub async fn lost(&self) {
+        self.state.wait_lost().await
+    }
+
+    /// The instant (monotonic clock) after which the lock counts as lost unless
+    /// a renewal is confirmed first.
+    pub fn deadline(&self) -> Instant {
+        self.state.deadline()
+    }
+}
+
+impl std::fmt::Debug for LostSignal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LostSignal")
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_bounds() {
+        assert!(lease_millis(Duration::ZERO, "lease").is_err());
+        assert!(lease_millis(Duration::from_micros(999), "lease").is_err());
+        assert!(lease_millis(Duration::MAX, "lease").is_err());
+        assert_eq!(lease_millis(Duration::from_millis(1500), "lease").unwrap(), 1500);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn fires_at_the_deadline_unless_renewed() {
+        let state = LeaseState::new();
+        let signal = LostSignal::new(state.clone());
+        let t0 = Instant::now();
+        state.confirm(t0, Duration::from_secs(3));
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert!(!signal.is_lost());
+        // A renewal sent at t0+2s moves the deadline to t0+5s ...
+        state.confirm(Instant::now(), Duration::from_secs(3));
+        // ... and a late confirmation of an older command does not move it back.
+        state.confirm(t0, Duration::from_secs(3));
+        signal.lost().await;
+        assert_eq!(Instant::now(), t0 + Duration::from_secs(5));
+        assert!(signal.is_lost());
+    }
+
+    #[tokio::test]
+    async fn mark_lost_wakes_waiters_once() {
+        let state = LeaseState::new();
+        state.confirm(Instant::now(), Duration::from_secs(60));
+        let signal = LostSignal::new(state.clone());
+        let waiter = tokio::spawn(async move { signal.lost().await });
+        assert!(state.mark_lost());
+        assert!(!state.mark_lost());
+        waiter.await.unwrap();
+    }
+}

@@ -1,0 +1,66 @@
+//! # redisson-lock
+//!
+//! Distributed locks for Rust services that share them with JVM services using
+//! [Redisson](https://redisson.org): the same Redis keys, the same scripts'
+//! semantics and the same pub/sub messages, so neither side can tell the other
+//! is not Java.
+//!
+//! * A lock is a Redis hash `name`, field `<client-id>:<owner-id>` → reentrant
+//!   hold count, with a `PX` lease ([`RLock`]).
+//! * Unlocking publishes `0` on `redisson_lock__channel:{name}`, waking one
+//!   waiter per client, Java or Rust; waiters never poll.
+//! * One watchdog per client renews every lock held without an explicit lease,
+//!   in batches ([`WatchdogStats`]).
+//! * Beyond Redisson: every [`LockGuard`] tells its holder when the lock is lost
+//!   ([`LostSignal`]); scripts are sent at most once, and a lost reply is
+//!   resolved by reading the state instead of being re-sent blindly.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use redisson_lock::{Config, RedissonClient};
+//!
+//! # async fn demo() -> redisson_lock::Result<()> {
+//! let mut config = Config::from_url("redis://127.0.0.1:6379");
+//! config.lock_watchdog_timeout = Duration::from_secs(30); // as on the JVM side
+//! let client = RedissonClient::connect(config).await?;
+//!
+//! let lock = client.lock("orders:42")?;
+//! let guard = lock.lock().await?;          // waits on pub/sub if taken
+//! let nested = lock.lock().await?;         // same task: hold count 2
+//! nested.unlock().await?;
+//! tokio::select! {
+//!     _ = tokio::time::sleep(Duration::from_secs(1)) => {} // the work
+//!     _ = guard.lost() => eprintln!("lost the lock, stop"),
+//! }
+//! guard.unlock().await?;                   // publishes `0`: a waiter wakes
+//! client.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! The wire contract (keys, scripts, messages) is described in
+//! `docs/design.md` together with the path of one `lock().await`.
+
+#![warn(missing_docs)]
+
+mod client;
+mod config;
+mod error;
+mod guard;
+mod hold;
+mod lease;
+pub mod naming;
+mod owner;
+mod pubsub;
+mod rlock;
+mod script;
+mod wait;
+mod watchdog;
+
+pub use client::RedissonClient;
+pub use config::{Config, ShardedSubscriptionMode};
+pub use error::{Error, Result};
+pub use guard::{LockGuard, Unlocked};
+pub use lease::{LostSignal, MAX_LEASE};
+pub use owner::OwnerId;
+pub use rlock::{RLock, Ttl};
+pub use watchdog::WatchdogStats;

@@ -1,0 +1,252 @@
+//! Unlock-message subscriptions: one Redis subscription per lock channel per
+//! client, shared by every local waiter of that lock.
+//!
+//! * Message `0` wakes one local waiter, `1` wakes them all (Redisson's
+//!   LockPubSub). A wake-up only triggers a new acquire attempt, so a lost or
+//!   extra message costs time, never correctness.
+//! * SUBSCRIBE and UNSUBSCRIBE are issued by one task, in the order the
+//!   decisions were taken, so an unsubscribe can never overtake the
+//!   re-subscription of the same channel. A PING after each SUBSCRIBE makes
+//!   sure the server has processed it before a waiter relies on it.
+//! * fred's broadcast receivers report `Lagged` when messages were dropped;
+//!   that wakes every waiter instead of ending the listener. After a
+//!   reconnect every channel is subscribed again and every waiter re-checks.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::clients::SubscriberClient;
+use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
+use fred::types::Value;
+use parking_lot::Mutex;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::{mpsc, watch, Notify};
+
+use crate::error::{Error, Result};
+
+/// Message that releases one waiter (Redisson's UNLOCK_MESSAGE).
+pub(crate) const UNLOCK_MESSAGE: i64 = 0;
+/// Message that releases every waiter (Redisson's READ_UNLOCK_MESSAGE).
+pub(crate) const WAKE_ALL_MESSAGE: i64 = 1;
+
+type Ready = Option<std::result::Result<(), Error>>;
+
+struct Channel {
+    wake: Notify,
+    /// Local waiters; changed only with the registry's map locked.
+    waiters: AtomicUsize,
+    ready: watch::Sender<Ready>,
+}
+
+enum Op {
+    Subscribe(Arc<str>, Arc<Channel>),
+    Unsubscribe(Arc<str>),
+}
+
+/// The registry of channels this client listens on.
+pub(crate) struct Subscriptions {
+    client: SubscriberClient,
+    channels: Mutex<HashMap<Arc<str>, Arc<Channel>>>,
+    ops: mpsc::UnboundedSender<Op>,
+}
+
+/// One waiter's membership of a channel; leaving is dropping it.
+pub(crate) struct Subscription {
+    registry: Arc<Subscriptions>,
+    name: Arc<str>,
+    channel: Arc<Channel>,
+}
+
+impl Subscription {
+    /// A future that completes on this channel's next wake-up. Call
+    /// `enable()` on it before the acquire attempt it guards, so a message
+    /// that arrives during the attempt is not missed.
+    pub(crate) fn woken(&self) -> tokio::sync::futures::Notified<'_> {
+        self.channel.wake.notified()
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let mut map = self.registry.channels.lock();
+        if self.channel.waiters.fetch_sub(1, Ordering::AcqRel) == 1
+            && map.get(&self.name).is_some_and(|c| Arc::ptr_eq(c, &self.channel))
+        {
+            map.remove(&self.name);
+            let _ = self.registry.ops.send(Op::Unsubscribe(self.name.clone()));
+        }
+    }
+}
+
+impl Subscriptions {
+    /// Starts the registry's tasks on an initialized subscriber client. They
+    /// end when `shutdown` turns true.
+    pub(crate) fn start(
+        client: SubscriberClient,
+        sharded: bool,
+        shutdown: watch::Receiver<bool>,
+    ) -> Arc<Self> {
+        let (ops, ops_rx) = mpsc::unbounded_channel();
+        let registry = Arc::new(Subscriptions {
+            client,
+            channels: Mutex::new(HashMap::new()),
+            ops,
+        });
+        let messages = registry.client.message_rx();
+        let reconnects = registry.client.reconnect_rx();
+        let weak = Arc::downgrade(&registry);
+        tokio::spawn(run_ops(registry.client.clone(), sharded, ops_rx));
+        tokio::spawn(until_shutdown(shutdown.clone(), listen(weak.clone(), messages)));
+        tokio::spawn(until_shutdown(shutdown, resubscribe_on_reconnect(weak, reconnects)));
+        registry
+    }
+
+    /// Joins the channel, subscribing it if this is its first local waiter.
+    /// Waits at most `limit` for the subscription to be confirmed.
+    pub(crate) async fn join(self: &Arc<Self>, name: &str, limit: Duration) -> Result<Subscription> {
+        let membership = {
+            let mut map = self.channels.lock();
+            let channel = match map.get(name) {
+                Some(channel) => channel.clone(),
+                None => {
+                    let name: Arc<str> = name.into();
+                    let channel = Arc::new(Channel {
+                        wake: Notify::new(),
+                        waiters: AtomicUsize::new(0),
+                        ready: watch::Sender::new(None),
+                    });
+                    map.insert(name.clone(), channel.clone());
+                    let _ = self.ops.send(Op::Subscribe(name, channel.clone()));
+                    channel
+                }
+            };
+            channel.waiters.fetch_add(1, Ordering::AcqRel);
+            Subscription {
+                registry: self.clone(),
+                name: name.into(),
+                channel,
+            }
+        };
+        let mut ready = membership.channel.ready.subscribe();
+        let outcome = tokio::time::timeout(limit, ready.wait_for(Option::is_some)).await;
+        match outcome {
+            Err(_) => Err(Error::Timeout(limit)),
+            Ok(Err(_)) => Err(Error::Shutdown),
+            Ok(Ok(state)) => match state.as_ref() {
+                Some(Ok(())) => Ok(membership),
+                Some(Err(e)) => Err(e.clone()),
+                None => unreachable!("wait_for returned an unset state"),
+            },
+        }
+    }
+
+    fn dispatch(&self, channel: &str, payload: &Value) {
+        let Some(target) = self.channels.lock().get(channel).cloned() else {
+            return;
+        };
+        match crate::script::as_i64(payload) {
+            Some(UNLOCK_MESSAGE) => target.wake.notify_one(),
+            Some(WAKE_ALL_MESSAGE) => target.wake.notify_waiters(),
+            _ => tracing::debug!(channel, ?payload, "ignoring unknown lock message"),
+        }
+    }
+
+    fn wake_all(&self) {
+        for channel in self.channels.lock().values() {
+            channel.wake.notify_waiters();
+        }
+    }
+
+    /// Closes the subscriber connection.
+    pub(crate) async fn quit(&self) {
+        let _ = self.client.quit().await;
+    }
+}
+
+async fn until_shutdown(mut shutdown: watch::Receiver<bool>, task: impl std::future::Future<Output = ()>) {
+    tokio::select! {
+        _ = shutdown.wait_for(|stop| *stop) => {}
+        _ = task => {}
+    }
+}
+
+/// Issues SUBSCRIBE / UNSUBSCRIBE strictly in decision order.
+async fn run_ops(client: SubscriberClient, sharded: bool, mut ops: mpsc::UnboundedReceiver<Op>) {
+    while let Some(op) = ops.recv().await {
+        match op {
+            Op::Subscribe(name, channel) => {
+                let subscribed = if sharded {
+                    client.ssubscribe(&*name).await
+                } else {
+                    client.subscribe(&*name).await
+                };
+                // Classic SUBSCRIBE resolves when written; the PING reply proves
+                // the server processed it.
+                let result = match subscribed {
+                    Ok(()) => client.ping::<Value>(None).await.map(drop),
+                    Err(e) => Err(e),
+                };
+                let result = result.map_err(|e| Error::from_redis(&e, Duration::ZERO));
+                if let Err(e) = &result {
+                    tracing::warn!(channel = %name, error = %e, "subscribe failed");
+                }
+                channel.ready.send_replace(Some(result));
+            }
+            Op::Unsubscribe(name) => {
+                let result = if sharded {
+                    client.sunsubscribe(&*name).await
+                } else {
+                    client.unsubscribe(&*name).await
+                };
+                if let Err(e) = result {
+                    tracing::debug!(channel = %name, error = %e, "unsubscribe failed");
+                }
+            }
+        }
+    }
+}
+
+async fn listen(
+    registry: std::sync::Weak<Subscriptions>,
+    mut messages: tokio::sync::broadcast::Receiver<fred::types::Message>,
+) {
+    loop {
+        let received = messages.recv().await;
+        let Some(registry) = registry.upgrade() else {
+            return;
+        };
+        match received {
+            Ok(message) => registry.dispatch(&message.channel, &message.value),
+            Err(RecvError::Lagged(missed)) => {
+                tracing::warn!(missed, "pub/sub receiver lagged; waking every waiter");
+                registry.wake_all();
+            }
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+async fn resubscribe_on_reconnect(
+    registry: std::sync::Weak<Subscriptions>,
+    mut reconnects: tokio::sync::broadcast::Receiver<fred::types::config::Server>,
+) {
+    loop {
+        match reconnects.recv().await {
+            Ok(_) | Err(RecvError::Lagged(_)) => {}
+            Err(RecvError::Closed) => return,
+        }
+        let Some(registry) = registry.upgrade() else {
+            return;
+        };
+        let mut delay = Duration::from_millis(50);
+        while let Err(e) = registry.client.resubscribe_all().await {
+            tracing::warn!(error = %e, "resubscribe failed; retrying");
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(2));
+        }
+        // Messages sent while disconnected are lost: every waiter re-checks.
+        registry.wake_all();
+    }
+}

@@ -1,0 +1,426 @@
+//! [`RLock`]: a handle on one Redisson-compatible reentrant lock.
+//!
+//! The public methods are thin: waiting lives in `wait`, the scripts in
+//! `script` and `lua/`, the local hold count in `hold`. The crate-private
+//! methods below are the raw lock: one acquire attempt, one release.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::interfaces::{HashesInterface, KeysInterface};
+use fred::types::Value;
+use tokio::time::Instant;
+
+use crate::client::ClientInner;
+use crate::error::{Error, Result};
+use crate::guard::{LockGuard, Unlocked};
+use crate::hold::{Hold, Holds};
+use crate::lease::lease_millis;
+use crate::naming;
+use crate::pubsub::UNLOCK_MESSAGE;
+use crate::script::{self, ACQUIRE, FORCE_UNLOCK, UNLOCK};
+use crate::wait::{self, Patience};
+use crate::OwnerId;
+
+/// A handle on a lock named `name`, shared with JVM Redisson clients that call
+/// `getLock(name)`. Cheap to clone; creating one sends nothing to Redis.
+///
+/// Acquire methods return a [`LockGuard`]. The owner is the current tokio task
+/// unless [`RLock::with_owner`] fixed one, so nested acquisitions in one task
+/// re-enter, as in Redisson a nested `lock()` in one thread does.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// # async fn demo(client: redisson_lock::RedissonClient) -> redisson_lock::Result<()> {
+/// let lock = client.lock("reports:daily")?;
+/// if let Some(guard) = lock.try_lock_for(Duration::from_secs(5)).await? {
+///     // held, renewed by the watchdog until unlocked
+///     guard.unlock().await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RLock {
+    pub(crate) client: Arc<ClientInner>,
+    name: Arc<str>,
+    pub(crate) channel: Arc<str>,
+    owner: Option<OwnerId>,
+}
+
+/// What one acquire attempt found.
+pub(crate) enum Attempt {
+    Acquired(LockGuard),
+    /// Held by another owner; `None` when the key has no TTL.
+    Held(Option<Duration>),
+}
+
+/// A lock's remaining time to live, as `PTTL` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ttl {
+    /// No such key: the lock is free.
+    Absent,
+    /// The key exists without a TTL (not written by a lock client).
+    Persistent,
+    /// The key expires after this long unless renewed.
+    Expires(Duration),
+}
+
+impl RLock {
+    pub(crate) fn new(client: Arc<ClientInner>, name: &str) -> Self {
+        RLock {
+            channel: naming::channel_name(name).into(),
+            name: name.into(),
+            client,
+            owner: None,
+        }
+    }
+
+    /// The lock's name (its Redis key).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The channel on which unlocks of this lock are published.
+    pub fn channel(&self) -> &str {
+        &self.channel
+    }
+
+    /// The same lock, acting for a fixed owner instead of the current task:
+    /// Redisson's `lockAsync(threadId)`. Lets one task acquire and another
+    /// release, or several tasks share one reentrant hold.
+    pub fn with_owner(&self, owner: OwnerId) -> RLock {
+        RLock {
+            owner: Some(owner),
+            ..self.clone()
+        }
+    }
+
+    /// The owner this handle acts for right now.
+    pub fn owner(&self) -> OwnerId {
+        self.owner.unwrap_or_else(OwnerId::current)
+    }
+
+    /// The hash field of an owner: `<client-id>:<owner-id>`.
+    pub fn field_of(&self, owner: OwnerId) -> String {
+        naming::field_name(&self.client.id, owner)
+    }
+
+    /// Waits as long as it takes, then holds the lock; the watchdog renews it
+    /// until released.
+    pub async fn lock(&self) -> Result<LockGuard> {
+        let guard = wait::acquire(self, None, Patience::Forever).await?;
+        Ok(guard.expect("waiting forever only ends once acquired"))
+    }
+
+    /// Waits as long as it takes, then holds the lock for `lease`; it is never
+    /// renewed and expires after `lease` unless released first.
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
+        lease_millis(lease, "lease")?;
+        let guard = wait::acquire(self, Some(lease), Patience::Forever).await?;
+        Ok(guard.expect("waiting forever only ends once acquired"))
+    }
+
+    /// One attempt, no waiting. `None` when someone else holds the lock.
+    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
+        wait::acquire(self, None, Patience::Once).await
+    }
+
+    /// Waits up to `wait` for the lock; `None` when it stayed taken.
+    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
+        wait::acquire(self, None, Patience::For(wait)).await
+    }
+
+    /// Waits up to `wait`, then holds the lock for `lease` (never renewed).
+    pub async fn try_lock_for_with_lease(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<LockGuard>> {
+        lease_millis(lease, "lease")?;
+        wait::acquire(self, Some(lease), Patience::For(wait)).await
+    }
+
+    /// Releases one hold of this handle's owner without a guard, like
+    /// Redisson's `unlock()`: for holds whose guard was given up, or to check
+    /// that a non-owner cannot unlock. Prefer [`LockGuard::unlock`].
+    pub async fn unlock(&self) -> Result<Unlocked> {
+        self.client.ensure_open()?;
+        let owner = self.owner();
+        match self.client.holds.get(&self.name, owner) {
+            Some(hold) => self.release(&hold, true).await,
+            None => {
+                let field = self.field_of(owner);
+                let lease = self.client.config.lock_watchdog_timeout;
+                self.send_unlock(&field, lease).await.map(|(unlocked, _)| unlocked)
+            }
+        }
+    }
+
+    /// Deletes the lock whoever holds it and wakes its waiters (Redisson's
+    /// `forceUnlock`). Returns whether there was a lock. A key of another type
+    /// is refused with [`Error::WrongType`] and left alone.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        self.client.ensure_open()?;
+        let reply = FORCE_UNLOCK
+            .run(
+                &self.client.redis,
+                self.client.timeout(),
+                &[&self.name, &self.channel],
+                vec![UNLOCK_MESSAGE.into(), self.client.publish_command.into()],
+            )
+            .await
+            .map_err(|e| self.wrong_type(e))?;
+        let deleted = script::as_i64(&reply) == Some(1);
+        if deleted {
+            for hold in self.client.holds.of_name(&self.name) {
+                hold.lease.mark_lost();
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// Whether anyone holds the lock (`EXISTS`).
+    pub async fn is_locked(&self) -> Result<bool> {
+        self.client.ensure_open()?;
+        let n: i64 = self.query(self.client.redis.exists(&*self.name)).await?;
+        Ok(n > 0)
+    }
+
+    /// Whether this handle's owner holds the lock.
+    pub async fn is_held(&self) -> Result<bool> {
+        self.is_held_by(self.owner()).await
+    }
+
+    /// Whether `owner` of this client holds the lock (`HEXISTS`).
+    pub async fn is_held_by(&self, owner: OwnerId) -> Result<bool> {
+        self.client.ensure_open()?;
+        let field = self.field_of(owner);
+        self.query(self.client.redis.hexists(&*self.name, field)).await
+    }
+
+    /// How many times this handle's owner holds the lock (0 when not held).
+    pub async fn hold_count(&self) -> Result<u32> {
+        self.client.ensure_open()?;
+        let field = self.field_of(self.owner());
+        let count: Option<i64> = self.query(self.client.redis.hget(&*self.name, field)).await?;
+        Ok(count.unwrap_or(0).clamp(0, u32::MAX as i64) as u32)
+    }
+
+    /// The lock's remaining time to live (`PTTL`).
+    pub async fn remaining_ttl(&self) -> Result<Ttl> {
+        self.client.ensure_open()?;
+        let ms: i64 = self.query(self.client.redis.pttl(&*self.name)).await?;
+        Ok(match ms {
+            -2 => Ttl::Absent,
+            -1 => Ttl::Persistent,
+            ms => Ttl::Expires(Duration::from_millis(ms.max(0) as u64)),
+        })
+    }
+
+    async fn query<T>(
+        &self,
+        call: impl std::future::Future<Output = std::result::Result<T, fred::error::Error>>,
+    ) -> Result<T> {
+        call.await
+            .map_err(|e| self.wrong_type(Error::from_redis(&e, self.client.timeout())))
+    }
+
+    fn wrong_type(&self, e: Error) -> Error {
+        if e.is_wrong_type() {
+            Error::WrongType {
+                name: self.name.to_string(),
+            }
+        } else {
+            e
+        }
+    }
+
+    // ----- the raw lock -----
+
+    /// One acquire attempt for `owner`. On success the hold is recorded (and
+    /// renewed by the watchdog when `lease` is `None`).
+    pub(crate) async fn acquire_once(&self, owner: OwnerId, lease: Option<Duration>) -> Result<Attempt> {
+        self.client.ensure_open()?;
+        let watchdog = lease.is_none();
+        let lease = lease.unwrap_or(self.client.config.lock_watchdog_timeout);
+        let lease_ms = lease_millis(lease, "lease")?;
+        let field = self.field_of(owner);
+        let (hold, _ops) = self.client.holds.checkout(&self.name, &field, owner).await;
+        let sent_at = Instant::now();
+        let reply = ACQUIRE
+            .run(
+                &self.client.redis,
+                self.client.timeout(),
+                &[&self.name],
+                vec![lease_ms.into(), field.as_str().into()],
+            )
+            .await;
+        let ttl = match reply {
+            Ok(Value::Null) => None,
+            Ok(value) => match script::as_i64(&value) {
+                Some(ttl) => Some(ttl),
+                None => return Err(script::unexpected("acquire", &value)),
+            },
+            Err(e) if e.outcome_unknown() => self.resolve_acquire(&hold, e).await?,
+            Err(e) => {
+                self.client.holds.retire_if_done(&hold);
+                return Err(self.wrong_type(e));
+            }
+        };
+        match ttl {
+            None => {
+                hold.on_acquired(sent_at, lease, watchdog);
+                Ok(Attempt::Acquired(LockGuard::new(self.clone(), hold, watchdog)))
+            }
+            Some(ttl) => {
+                self.client.holds.retire_if_done(&hold);
+                Ok(Attempt::Held(
+                    (ttl >= 0).then(|| Duration::from_millis(ttl as u64)),
+                ))
+            }
+        }
+    }
+
+    /// The reply to an acquire was lost. Reads the hold count: one more than
+    /// ours means the script ran. Returns `None` (acquired) or the lock's TTL.
+    async fn resolve_acquire(&self, hold: &Hold, cause: Error) -> Result<Option<i64>> {
+        let unknown = |e: Error| Error::OutcomeUnknown {
+            operation: "acquire",
+            name: self.name.to_string(),
+            cause: format!("{cause}; then {e}"),
+        };
+        let redis = &self.client.redis;
+        let count: Option<i64> = self
+            .query(redis.hget(&*self.name, &*hold.field))
+            .await
+            .map_err(unknown)?;
+        let count = count.unwrap_or(0);
+        let ours = i64::from(hold.count());
+        tracing::info!(lock = %self.name, count, ours, "resolved an acquire whose reply was lost");
+        if count == ours + 1 {
+            return Ok(None);
+        }
+        if count != ours {
+            return Err(unknown(Error::Redis(format!(
+                "hold count on Redis is {count}, expected {ours} or {}",
+                ours + 1
+            ))));
+        }
+        let ttl: i64 = self.query(redis.pttl(&*self.name)).await.map_err(unknown)?;
+        // -2: freed meanwhile; retry at once.
+        Ok(Some(ttl.max(0)))
+    }
+
+    /// Releases one hold recorded in `hold`.
+    pub(crate) async fn release(&self, hold: &Arc<Hold>, watchdog: bool) -> Result<Unlocked> {
+        let _ops = Holds::lock_ops(hold).await;
+        if hold.count() == 0 {
+            return Err(Error::NotHeld {
+                name: self.name.to_string(),
+                field: hold.field.to_string(),
+            });
+        }
+        if hold.lease.is_lost() {
+            self.forget_locked(hold, watchdog);
+            return Err(Error::LockLost {
+                name: self.name.to_string(),
+            });
+        }
+        let lease = hold.lease_after_release(watchdog, self.client.config.lock_watchdog_timeout);
+        let outcome = self.send_unlock(&hold.field, lease).await;
+        let left = hold.on_released(watchdog);
+        match &outcome {
+            Ok((Unlocked::StillHeld, sent_at)) if left > 0 => hold.lease.confirm(*sent_at, lease),
+            Ok((Unlocked::StillHeld, _)) => {
+                tracing::warn!(lock = %self.name, "Redis still counts a hold this client released");
+            }
+            Ok((Unlocked::Released, _)) if left > 0 => {
+                // Another release path freed it: the remaining guards have lost it.
+                hold.lease.mark_lost();
+            }
+            Ok((Unlocked::Released, _)) => {}
+            Err(Error::NotHeld { .. }) => {
+                hold.lease.mark_lost();
+            }
+            Err(_) => {}
+        }
+        self.client.holds.retire_if_done(hold);
+        outcome.map(|(unlocked, _)| unlocked)
+    }
+
+    /// Drops one hold locally without telling Redis (no runtime, or lost).
+    pub(crate) fn forget(&self, hold: &Arc<Hold>, watchdog: bool) {
+        self.forget_locked(hold, watchdog)
+    }
+
+    fn forget_locked(&self, hold: &Arc<Hold>, watchdog: bool) {
+        hold.on_released(watchdog);
+        self.client.holds.retire_if_done(hold);
+    }
+
+    /// Sends the unlock script for `field`. A lost reply is retried with the
+    /// same latch key, so a retry replays the first outcome instead of
+    /// releasing twice. Returns the outcome and when the successful attempt was sent.
+    async fn send_unlock(&self, field: &str, lease: Duration) -> Result<(Unlocked, Instant)> {
+        let config = &self.client.config;
+        let request_id = format!("{:032x}", rand::random::<u128>());
+        let latch = naming::latch_name(&self.name, &request_id);
+        let latch_ttl = ((config.timeout + config.retry_delay) * config.retry_attempts.max(1))
+            .as_millis()
+            .max(1) as i64;
+        let mut attempt = 0;
+        let (reply, sent_at) = loop {
+            let sent_at = Instant::now();
+            let reply = UNLOCK
+                .run(
+                    &self.client.redis,
+                    self.client.timeout(),
+                    &[&self.name, &self.channel, &latch],
+                    vec![
+                        UNLOCK_MESSAGE.into(),
+                        (lease.as_millis() as i64).into(),
+                        field.into(),
+                        self.client.publish_command.into(),
+                        latch_ttl.into(),
+                    ],
+                )
+                .await;
+            match reply {
+                Ok(reply) => break (reply, sent_at),
+                Err(e) if e.outcome_unknown() && attempt + 1 < config.retry_attempts => {
+                    attempt += 1;
+                    tracing::info!(lock = %self.name, error = %e, attempt, "unlock reply lost; replaying through the latch");
+                    tokio::time::sleep(config.retry_delay).await;
+                }
+                Err(e) => return Err(self.wrong_type(e)),
+            }
+        };
+        let unlocked = match script::as_i64(&reply) {
+            Some(1) => Unlocked::Released,
+            Some(0) => Unlocked::StillHeld,
+            None if reply.is_null() => {
+                return Err(Error::NotHeld {
+                    name: self.name.to_string(),
+                    field: field.to_string(),
+                })
+            }
+            _ => return Err(script::unexpected("unlock", &reply)),
+        };
+        // The latch only matters while a retry could still come; drop it now
+        // (fire and forget, as Redisson does) instead of waiting for its TTL.
+        let redis = self.client.redis.clone();
+        tokio::spawn(async move {
+            let _: std::result::Result<i64, _> = redis.del(latch).await;
+        });
+        Ok((unlocked, sent_at))
+    }
+}
+
+impl std::fmt::Debug for RLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RLock")
+            .field("name", &self.name)
+            .field("owner", &self.owner)
+            .finish()
+    }
+}

@@ -1,0 +1,99 @@
+//! Waiting for a lock: Redisson's algorithm, driven by unlock messages.
+//!
+//! 1. Try once. 2. Join the lock's channel (one subscription per client).
+//! 3. Loop: arm the wake-up, try again, then sleep until a wake-up, the
+//!    lock's TTL, or the caller's deadline, whichever comes first.
+//!
+//! Trying again after joining closes the race with an unlock that happened
+//! before the subscription existed, and never sleeping past the TTL bounds
+//! the cost of a lost message to one TTL. Each attempt runs in its own task:
+//! if the caller drops the waiting future while an attempt is in flight and
+//! the attempt then succeeds, the new guard is dropped there and the lock is
+//! released, so no cancelled waiter keeps a lock.
+
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use crate::error::{Error, Result};
+use crate::guard::LockGuard;
+use crate::rlock::{Attempt, RLock};
+use crate::OwnerId;
+
+/// How long an acquire may wait.
+pub(crate) enum Patience {
+    Once,
+    For(Duration),
+    Forever,
+}
+
+pub(crate) async fn acquire(
+    lock: &RLock,
+    lease: Option<Duration>,
+    patience: Patience,
+) -> Result<Option<LockGuard>> {
+    let owner = lock.owner();
+    let deadline = match patience {
+        Patience::Once => {
+            return match attempt(lock, owner, lease).await? {
+                Attempt::Acquired(guard) => Ok(Some(guard)),
+                Attempt::Held(_) => Ok(None),
+            }
+        }
+        // A deadline too far to represent is no deadline.
+        Patience::For(wait) => Instant::now().checked_add(wait),
+        Patience::Forever => None,
+    };
+    if let Attempt::Acquired(guard) = attempt(lock, owner, lease).await? {
+        return Ok(Some(guard));
+    }
+    let Some(left) = time_left(deadline) else {
+        return Ok(None);
+    };
+    let limit = left.min(lock.client.timeout());
+    let subscription = match lock.client.subscriptions.join(&lock.channel, limit).await {
+        Err(Error::Timeout(_)) if deadline.is_some_and(|d| Instant::now() >= d) => return Ok(None),
+        other => other?,
+    };
+    loop {
+        let woken = subscription.woken();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        let ttl = match attempt(lock, owner, lease).await? {
+            Attempt::Acquired(guard) => return Ok(Some(guard)),
+            Attempt::Held(ttl) => ttl,
+        };
+        let Some(left) = time_left(deadline) else {
+            return Ok(None);
+        };
+        let pause = match ttl {
+            Some(ttl) => ttl.min(left),
+            None => left,
+        };
+        let _ = tokio::time::timeout(pause, woken).await;
+    }
+}
+
+/// Time until the deadline; `None` once it has passed. No deadline: forever.
+fn time_left(deadline: Option<Instant>) -> Option<Duration> {
+    match deadline {
+        None => Some(Duration::MAX),
+        Some(d) => {
+            let left = d.saturating_duration_since(Instant::now());
+            (!left.is_zero()).then_some(left)
+        }
+    }
+}
+
+/// One acquire attempt, run to completion in its own task (see module docs).
+async fn attempt(lock: &RLock, owner: OwnerId, lease: Option<Duration>) -> Result<Attempt> {
+    let (reply, result) = oneshot::channel();
+    let lock = lock.clone();
+    tokio::spawn(async move {
+        // If the caller is gone, `send` hands the guard back and dropping it
+        // releases the lock.
+        let _ = reply.send(lock.acquire_once(owner, lease).await);
+    });
+    result.await.map_err(|_| Error::Shutdown)?
+}

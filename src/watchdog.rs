@@ -1,0 +1,123 @@
+//! The watchdog: one timer per client that renews, every third of the
+//! watchdog timeout, every lock held without an explicit lease, up to
+//! `lockWatchdogBatchSize` locks per script and, on a cluster, one hash slot
+//! per script (Redisson's LockTask).
+
+use std::sync::{Arc, Weak};
+use fred::types::Value;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::client::ClientInner;
+use crate::hold::Hold;
+use crate::script::{self, RENEW};
+
+/// Counters of a client's watchdog, for metrics and tests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WatchdogStats {
+    /// Renewal cycles completed.
+    pub cycles: u64,
+    /// Renewal scripts sent.
+    pub scripts: u64,
+    /// Lock renewals confirmed by Redis.
+    pub renewed: u64,
+    /// Holds found lost (field gone, or deadline passed) by the watchdog.
+    pub lost: u64,
+    /// Renewal scripts that failed (the locks stay due for the next cycle).
+    pub failures: u64,
+    /// Locks renewed in the last cycle.
+    pub last_cycle_locks: u64,
+    /// Scripts sent in the last cycle.
+    pub last_cycle_scripts: u64,
+}
+
+pub(crate) async fn run(client: Weak<ClientInner>, mut shutdown: watch::Receiver<bool>) {
+    let Some(period) = client.upgrade().map(|c| c.config.lock_watchdog_timeout / 3) else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        }
+        let Some(client) = client.upgrade() else {
+            return;
+        };
+        renew_all(&client).await;
+    }
+}
+
+/// One renewal cycle.
+async fn renew_all(client: &ClientInner) {
+    let mut holds = client.holds.renewable();
+    let mut cycle = CycleStats::default();
+    if client.cluster {
+        holds.sort_by_key(|h| crate::naming::slot(&h.name));
+    }
+    let batch = client.config.lock_watchdog_batch_size;
+    let mut start = 0;
+    while start < holds.len() {
+        let mut end = (start + batch).min(holds.len());
+        if client.cluster {
+            let slot = crate::naming::slot(&holds[start].name);
+            end = start + holds[start..end]
+                .iter()
+                .take_while(|h| crate::naming::slot(&h.name) == slot)
+                .count();
+        }
+        renew_batch(client, &holds[start..end], &mut cycle).await;
+        start = end;
+    }
+    client.stats.send_modify(|s| {
+        s.cycles += 1;
+        s.scripts += cycle.scripts;
+        s.renewed += cycle.renewed;
+        s.lost += cycle.lost;
+        s.failures += cycle.failures;
+        s.last_cycle_locks = cycle.renewed;
+        s.last_cycle_scripts = cycle.scripts;
+    });
+}
+
+#[derive(Default)]
+struct CycleStats {
+    scripts: u64,
+    renewed: u64,
+    lost: u64,
+    failures: u64,
+}
+
+async fn renew_batch(client: &ClientInner, holds: &[Arc<Hold>], cycle: &mut CycleStats) {
+    let lease = client.config.lock_watchdog_timeout;
+    let keys: Vec<&str> = holds.iter().map(|h| &*h.name).collect();
+    let mut args: Vec<Value> = Vec::with_capacity(holds.len() + 1);
+    args.push((lease.as_millis() as i64).into());
+    args.extend(holds.iter().map(|h| Value::from(&*h.field)));
+    let sent_at = Instant::now();
+    cycle.scripts += 1;
+    let reply = RENEW.run(&client.redis, client.timeout(), &keys, args).await;
+    let flags = match reply {
+        Ok(Value::Array(flags)) if flags.len() == holds.len() => flags,
+        Ok(other) => {
+            tracing::warn!(reply = ?other, "unexpected renewal reply");
+            cycle.failures += 1;
+            return;
+        }
+        Err(e) => {
+            // The deadline keeps running: if no later cycle succeeds in time,
+            // the holders are told their locks are lost.
+            tracing::warn!(error = %e, locks = holds.len(), "lock renewal failed");
+            cycle.failures += 1;
+            return;
+        }
+    };
+    for (hold, flag) in holds.iter().zip(flags) {
+        if script::as_i64(&flag) == Some(1) {
+            hold.lease.confirm(sent_at, lease);
+            cycle.renewed += 1;
+        } else if hold.lease.mark_lost() {
+            tracing::warn!(lock = %hold.name, owner = %hold.owner, "lock lost: renewal found it gone");
+            cycle.lost += 1;
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! Test support: real redis-server processes on free ports, a fault-injecting
+//! TCP proxy, and observers for channel messages and keyspace events.
+#![allow(dead_code)]
+
+use std::net::TcpListener as StdListener;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::prelude::*;
+use fred::clients::SubscriberClient;
+use fred::types::Message;
+use redisson_lock::{Config, RedissonClient};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+
+/// Upper bound for anything a test awaits: a hang guard, not a speed check.
+pub const HANG: Duration = Duration::from_secs(30);
+
+/// Awaits `f`, failing the test if it hangs.
+pub async fn within<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(HANG, f)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: still waiting after {HANG:?}"))
+}
+
+pub fn free_port() -> u16 {
+    StdListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A redis-server started by the test, killed on drop. No persistence: a
+/// restart loses every key, as a crash of a cache node would.
+pub struct RedisServer {
+    pub port: u16,
+    child: Option<Child>,
+    extra: Vec<String>,
+}
+
+impl RedisServer {
+    pub async fn start() -> Self {
+        Self::start_with(&[]).await
+    }
+
+    pub async fn start_with(extra: &[&str]) -> Self {
+        let mut server = RedisServer {
+            port: free_port(),
+            child: None,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        server.spawn().await;
+        server
+    }
+
+    async fn spawn(&mut self) {
+        let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+        let mut cmd = Command::new(&binary);
+        cmd.args([
+            "--port",
+            &self.port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+            "--loglevel",
+            "notice",
+        ])
+        .args(&self.extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {binary} (install redis-server): {e}"));
+        // Ready when the server says so in its log.
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        within("redis-server start", async {
+            while let Some(line) = lines.next_line().await.unwrap() {
+                if line.contains("Ready to accept connections") {
+                    return;
+                }
+            }
+            panic!("redis-server exited before it was ready");
+        })
+        .await;
+        // Keep draining the log so the server never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        self.child = Some(child);
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// SIGKILL, as a crash.
+    pub async fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().await.unwrap();
+        }
+    }
+
+    /// Starts again on the same port (empty).
+    pub async fn restart(&mut self) {
+        self.kill().await;
+        self.spawn().await;
+    }
+
+    /// A plain fred client for inspecting state.
+    pub async fn raw(&self) -> Client {
+        let client = Builder::from_config(fred::types::config::Config::from_url(&self.url()).unwrap())
+            .build()
+            .unwrap();
+        client.init().await.unwrap();
+        client
+    }
+}
+
+/// Test settings: short watchdog and timeouts so fault tests stay fast.
+pub fn config(url: &str, watchdog: Duration) -> Config {
+    let mut c = Config::from_url(url);
+    c.lock_watchdog_timeout = watchdog;
+    c.timeout = Duration::from_secs(1);
+    c.connect_timeout = Duration::from_secs(1);
+    c.retry_delay = Duration::from_millis(100);
+    c.reconnect_min_delay = Duration::from_millis(20);
+    c.reconnect_max_delay = Duration::from_millis(200);
+    c
+}
+
+pub async fn client(server: &RedisServer, watchdog: Duration) -> RedissonClient {
+    RedissonClient::connect(config(&server.url(), watchdog))
+        .await
+        .expect("connect")
+}
+
+/// Collects messages of the given channels and patterns.
+pub struct Observer {
+    client: SubscriberClient,
+    rx: mpsc::UnboundedReceiver<Message>,
+}
+
+impl Observer {
+    pub async fn new(server: &RedisServer, channels: &[&str], patterns: &[&str]) -> Self {
+        let client = Builder::from_config(fred::types::config::Config::from_url(&server.url()).unwrap())
+            .with_performance_config(|p| p.broadcast_channel_capacity = 100_000)
+            .build_subscriber_client()
+            .unwrap();
+        client.init().await.unwrap();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut messages = client.message_rx();
+        let mut key_events = client.keyspace_event_rx();
+        // fred delivers `__keyevent@<db>__:<op>` messages on a stream of their
+        // own; fold them back into (channel, key) pairs.
+        tokio::spawn(async move {
+            loop {
+                let m = tokio::select! {
+                    m = messages.recv() => match m { Ok(m) => m, Err(_) => return },
+                    e = key_events.recv() => match e {
+                        Ok(e) => Message {
+                            channel: format!("__keyevent@{}__:{}", e.db, e.operation).into(),
+                            value: e.key.as_str().unwrap_or_default().into(),
+                            kind: fred::types::MessageKind::Message,
+                            server: fred::types::config::Server::new("127.0.0.1", 0),
+                        },
+                        Err(_) => return,
+                    },
+                };
+                if tx.send(m).is_err() {
+                    return;
+                }
+            }
+        });
+        for c in channels {
+            client.subscribe(*c).await.unwrap();
+        }
+        for p in patterns {
+            client.psubscribe(*p).await.unwrap();
+        }
+        // Subscriptions are confirmed once the PING behind them is answered.
+        let _: Value = client.ping(None).await.unwrap();
+        Observer { client, rx }
+    }
+
+    /// The next message: (channel, payload).
+    pub async fn next(&mut self) -> (String, String) {
+        let m = within("pub/sub message", self.rx.recv()).await.unwrap();
+        (m.channel.to_string(), m.value.as_string().unwrap_or_default())
+    }
+
+    /// Messages already received, without waiting.
+    pub fn drain(&mut self) -> Vec<(String, String)> {
+        let mut out = vec![];
+        while let Ok(m) = self.rx.try_recv() {
+            out.push((m.channel.to_string(), m.value.as_string().unwrap_or_default()));
+        }
+        out
+    }
+
+    /// Waits until a message matching `pred` arrives; returns those before it too.
+    pub async fn until(&mut self, pred: impl Fn(&(String, String)) -> bool) -> Vec<(String, String)> {
+        let mut seen = vec![];
+        loop {
+            let m = self.next().await;
+            let hit = pred(&m);
+            seen.push(m);
+            if hit {
+                return seen;
+            }
+        }
+    }
+}
+
+/// A TCP proxy in front of a server. `drop_next_reply()` makes it forward the
+/// next request, then close both sides instead of forwarding the reply, as a
+/// network failure between a write and its answer would.
+pub struct Proxy {
+    pub port: u16,
+    drop_reply: Arc<AtomicBool>,
+}
+
+impl Proxy {
+    pub async fn start(upstream: u16) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let drop_reply = Arc::new(AtomicBool::new(false));
+        let flag = drop_reply.clone();
+        tokio::spawn(async move {
+            while let Ok((inbound, _)) = listener.accept().await {
+                let flag = flag.clone();
+                tokio::spawn(async move {
+                    let Ok(outbound) = TcpStream::connect(("127.0.0.1", upstream)).await else {
+                        return;
+                    };
+                    pump(inbound, outbound, flag).await;
+                });
+            }
+        });
+        Proxy { port, drop_reply }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub fn drop_next_reply(&self) {
+        self.drop_reply.store(true, Ordering::SeqCst);
+    }
+}
+
+async fn pump(inbound: TcpStream, outbound: TcpStream, drop_reply: Arc<AtomicBool>) {
+    let (mut in_r, mut in_w) = inbound.into_split();
+    let (mut out_r, mut out_w) = outbound.into_split();
+    let upstream = tokio::spawn(async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match in_r.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => {
+                    if out_w.write_all(&buf[..n]).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match out_r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if drop_reply.swap(false, Ordering::SeqCst) {
+                    // The server has executed the request; the client never hears.
+                    break;
+                }
+                if in_w.write_all(&buf[..n]).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    upstream.abort();
+    let _ = in_w.shutdown().await;
+}
+
+/// INFO commandstats calls of one command (lowercase name), 0 if never called.
+pub async fn command_calls(raw: &Client, command: &str) -> u64 {
+    let info: String = raw.info(Some(fred::types::InfoKind::CommandStats)).await.unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}

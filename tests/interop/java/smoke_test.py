@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""Manual smoke test for the interop peer jar (not run by cargo).
+
+usage: python3 smoke_test.py target/interop-peer-4.7.0.jar [redis_port]
+
+Needs a throwaway redis-server on 127.0.0.1:<redis_port> (default 6399) and
+redis-cli on PATH. FLUSHes that server's DB. Exits non-zero on the first failure.
+"""
+import subprocess
+import sys
+import threading
+import time
+
+
+class Peer:
+    def __init__(self, jar, port, watchdog_ms=None):
+        cmd = ["java", "-jar", jar, "--url", f"redis://127.0.0.1:{port}"]
+        if watchdog_ms is not None:
+            cmd += ["--watchdog-ms", str(watchdog_ms)]
+        t0 = time.time()
+        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, bufsize=1)
+        self.ready = self.p.stdout.readline().strip()
+        self.startup_s = time.time() - t0
+        parts = self.ready.split(" ")
+        assert parts[0] == "READY" and len(parts) == 3, f"bad READY line: {self.ready!r}"
+        self.client_id, self.version = parts[1], parts[2]
+        self.replies = {}
+        self.order = []
+        self.stray = []
+        self.cv = threading.Condition()
+        self.n = 0
+        threading.Thread(target=self._read, daemon=True).start()
+        self.stderr = []
+        threading.Thread(target=self._read_err, daemon=True).start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            line = line.rstrip("\n")
+            req, _, rest = line.partition(" ")
+            with self.cv:
+                if req in self.replies:
+                    self.stray.append(line)
+                self.replies[req] = rest
+                self.order.append(req)
+                self.cv.notify_all()
+
+    def _read_err(self):
+        for line in self.p.stderr:
+            self.stderr.append(line.rstrip("\n"))
+
+    def send(self, cmd):
+        self.n += 1
+        req = f"r{self.n}"
+        self.p.stdin.write(f"{req} {cmd}\n")
+        self.p.stdin.flush()
+        return req
+
+    def wait(self, req, timeout=10.0):
+        end = time.time() + timeout
+        with self.cv:
+            while req not in self.replies:
+                left = end - time.time()
+                if left <= 0:
+                    raise AssertionError(f"no reply for {req} within {timeout}s")
+                self.cv.wait(left)
+            return self.replies[req]
+
+    def has(self, req):
+        with self.cv:
+            return req in self.replies
+
+    def call(self, cmd, timeout=10.0):
+        return self.wait(self.send(cmd), timeout)
+
+    def close(self):
+        self.p.stdin.close()  # EOF -> shutdown, exit 0
+        rc = self.p.wait(20)
+        assert not self.stray, f"duplicate replies: {self.stray}"
+        return rc
+
+
+def rcli(port, *args):
+    return subprocess.run(["redis-cli", "-p", str(port), *args], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+def check(cond, what):
+    print(("PASS " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        sys.exit(1)
+
+
+def main():
+    jar = sys.argv[1]
+    port = int(sys.argv[2]) if len(sys.argv) > 2 else 6399
+    rcli(port, "FLUSHDB")
+
+    p = Peer(jar, port)
+    print(f"READY line: {p.ready} (startup {p.startup_s:.2f}s)")
+    cid = p.client_id
+    check(p.call("getId") == f"OK {cid}", "getId")
+
+    check(p.call("lock a 1 -1") == "OK", "lock a 1 -1")
+    h = rcli(port, "HGETALL", "a").split("\n")
+    check(h == [f"{cid}:1", "1"], f"HGETALL a = {h}")
+    pttl = int(rcli(port, "PTTL", "a"))
+    check(25_000 < pttl <= 30_000, f"PTTL a = {pttl} (watchdog 30000)")
+    check(p.call("lock a 1 -1") == "OK", "re-enter lock a 1 -1")
+    check(p.call("holdCount a 1") == "OK 2", "holdCount 2")
+    check(p.call("holdCount a 2") == "OK 0", "holdCount other tid 0")
+    check(p.call("isHeldByThread a 1") == "OK true", "isHeldByThread a 1")
+    check(p.call("isHeldByThread a 2") == "OK false", "isHeldByThread a 2")
+    check(p.call("isLocked a") == "OK true", "isLocked")
+    t0 = time.time()
+    r = p.call("tryLock a 2 100 -1")
+    check(r == "OK false", f"tryLock a 2 100 -1 -> {r} in {time.time() - t0:.2f}s")
+    rtl = int(p.call("remainTimeToLive a").split()[1])
+    check(0 < rtl <= 30_000, f"remainTimeToLive {rtl}")
+    check(p.call("unlock a 1") == "OK", "unlock 1/2")
+    check(rcli(port, "EXISTS", "a") == "1", "still held after 1 unlock")
+    check(p.call("unlock a 1") == "OK", "unlock 2/2")
+    check(rcli(port, "EXISTS", "a") == "0", "key gone")
+    check(p.call("remainTimeToLive a") == "OK -2", "remainTimeToLive absent -2")
+    r = p.call("unlock a 1")
+    check(r.startswith("ERR IllegalMonitorStateException "), f"unlock not held -> {r}")
+    check(p.call("holdCount a 1") == "OK 0", "holdCount absent")
+
+    check(p.call("lock f 7 -1") == "OK", "lock f 7")
+    check(p.call("forceUnlock f") == "OK true", "forceUnlock f -> true")
+    check(p.call("forceUnlock f") == "OK false", "forceUnlock f again -> false")
+    check(p.call("isLocked f") == "OK false", "isLocked f false")
+
+    # Lease-based lock
+    check(p.call("lock l 1 5000") == "OK", "lock with lease 5000")
+    pttl = int(rcli(port, "PTTL", "l"))
+    check(4000 < pttl <= 5000, f"PTTL l = {pttl}")
+    check(p.call("tryLock l 2 0 1000") == "OK false", "tryLock other tid no wait")
+    check(p.call("tryLock l 1 0 1000") == "OK true", "tryLock re-entrant")
+    p.call("forceUnlock l")
+
+    # Blocking lock answered after holder unlocks, other requests meanwhile.
+    check(p.call("lock b 1 -1") == "OK", "lock b 1")
+    blocked = p.send("lock b 2 -1")
+    time.sleep(0.5)
+    check(not p.has(blocked), "lock b 2 is blocked")
+    check(p.call("isLocked b") == "OK true", "other request answered while blocked")
+    check(p.call("isHeldByThread b 2") == "OK false", "tid 2 does not hold yet")
+    check(p.call("unlock b 1") == "OK", "unlock b 1")
+    t0 = time.time()
+    check(p.wait(blocked, 5) == "OK", f"blocked lock acquired {time.time() - t0:.2f}s after unlock")
+    check(p.call("isHeldByThread b 2") == "OK true", "tid 2 holds b")
+    check(p.call("unlock b 2") == "OK", "unlock b 2")
+
+    # Blocking tryLock with wait that succeeds when released
+    check(p.call("lock w 1 -1") == "OK", "lock w 1")
+    tl = p.send("tryLock w 2 5000 -1")
+    time.sleep(0.3)
+    p.call("unlock w 1")
+    check(p.wait(tl, 6) == "OK true", "tryLock with wait acquires after release")
+    p.call("unlock w 2")
+
+    # Errors
+    check(p.call("frobnicate x") == "ERR IllegalArgumentException unknown command", "unknown command")
+    r = p.call("lock a notanumber -1")
+    check(r.startswith("ERR NumberFormatException"), f"bad number -> {r}")
+    r = p.call("lock a")
+    check(r.startswith("ERR IllegalArgumentException usage:"), f"bad arity -> {r}")
+
+    # contend: mutual exclusion + plain string values
+    t0 = time.time()
+    r = p.call("contend x 1 200 inside counter", 120)
+    check(r == "OK 0", f"contend 200 -> {r} in {time.time() - t0:.2f}s")
+    check(rcli(port, "GET", "counter") == "200", "counter = 200 (plain string)")
+    check(rcli(port, "GET", "inside") == "0", "inside = 0 (plain string)")
+    check(rcli(port, "TYPE", "counter") == "string", "counter is a string")
+    check(rcli(port, "INCR", "inside") == "1", "raw INCR on inside works")
+    rcli(port, "DECR", "inside")
+
+    # Two concurrent contend requests in one peer (different tids), then check counter.
+    rcli(port, "DEL", "counter")
+    a = p.send("contend x 11 100 inside counter")
+    b = p.send("contend x 12 100 inside counter")
+    ra, rb = p.wait(a, 120), p.wait(b, 120)
+    check(ra == "OK 0" and rb == "OK 0", f"concurrent contend -> {ra}, {rb}")
+    check(rcli(port, "GET", "counter") == "200", "counter = 200 after 2x100")
+
+    # Peer-to-peer: second JVM client, lock visible across clients.
+    q = Peer(jar, port)
+    check(q.client_id != cid, "second peer has its own client id")
+    check(p.call("lock pp 1 -1") == "OK", "peer1 lock pp")
+    check(q.call("tryLock pp 1 100 -1") == "OK false", "peer2 same tid, other client -> false")
+    r = q.call("unlock pp 1")
+    check(r.startswith("ERR IllegalMonitorStateException"), f"peer2 unlock -> {r}")
+    blocked = q.send("lock pp 1 -1")
+    time.sleep(0.3)
+    check(not q.has(blocked), "peer2 blocked")
+    p.call("unlock pp 1")
+    check(q.wait(blocked, 5) == "OK", "peer2 acquires via pubsub")
+    q.call("unlock pp 1")
+    check(q.call("quit") == "OK", "quit -> OK")
+    check(q.p.wait(20) == 0, "quit exits 0")
+
+    rc = p.close()
+    check(rc == 0, f"EOF exits 0 (rc={rc})")
+    if p.stderr:
+        print("stderr of peer 1:\n  " + "\n  ".join(p.stderr[:40]))
+
+    # Watchdog renewal with a short timeout.
+    rcli(port, "DEL", "wd")
+    p = Peer(jar, port, watchdog_ms=1000)
+    check(p.call("lock wd 1 -1") == "OK", "lock wd with --watchdog-ms 1000")
+    pttl = int(rcli(port, "PTTL", "wd"))
+    check(0 < pttl <= 1000, f"PTTL wd = {pttl}")
+    time.sleep(4)
+    pttl = int(rcli(port, "PTTL", "wd"))
+    check(rcli(port, "EXISTS", "wd") == "1" and pttl > 0, f"wd still held after 4s (PTTL {pttl})")
+    check(p.call("unlock wd 1") == "OK", "unlock wd")
+    # Lease shorter than watchdog expires without renewal.
+    check(p.call("lock le 1 500") == "OK", "lock le lease 500")
+    time.sleep(1.0)
+    check(rcli(port, "EXISTS", "le") == "0", "lease 500 expired")
+    # Held lock is left to expire when the peer exits (watchdog stops).
+    check(p.call("lock dead 1 -1") == "OK", "lock dead 1")
+    check(p.close() == 0, "exit 0")
+    check(rcli(port, "EXISTS", "dead") == "1", "lock survives peer exit")
+    time.sleep(1.5)
+    check(rcli(port, "EXISTS", "dead") == "0", "lock expires after watchdog timeout without peer")
+    if p.stderr:
+        print("stderr of peer 3:\n  " + "\n  ".join(p.stderr[:40]))
+    print(f"ALL PASSED for {jar} (Redisson {p.version})")
+
+
+if __name__ == "__main__":
+    main()

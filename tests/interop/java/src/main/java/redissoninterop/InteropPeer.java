@@ -1,0 +1,334 @@
+package redissoninterop;
+
+import java.io.BufferedReader;
+import java.io.FileDescriptor;
+import java.io.FileOutputStream;
+import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.lang.reflect.InvocationTargetException;
+import java.nio.charset.StandardCharsets;
+import java.util.Properties;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import org.redisson.Redisson;
+import org.redisson.api.RAtomicLong;
+import org.redisson.api.RBucket;
+import org.redisson.api.RLock;
+import org.redisson.api.RMap;
+import org.redisson.api.RedissonClient;
+import org.redisson.client.codec.StringCodec;
+import org.redisson.config.Config;
+
+/**
+ * A controllable JVM Redisson peer for the redisson-lock Rust interop tests.
+ *
+ * <p>Usage: {@code java -jar interop-peer-X.jar --url redis://127.0.0.1:PORT [--watchdog-ms N]}
+ *
+ * <p>Prints {@code READY <clientId> <redissonVersion>} once connected, then reads one
+ * request per stdin line ({@code <reqId> <command> <args...>}) and answers each with exactly
+ * one stdout line ({@code <reqId> OK [value]} or {@code <reqId> ERR <SimpleClassName> <message>}).
+ * Requests run concurrently on a thread pool, so a blocking {@code lock} does not hold up later
+ * requests. EOF on stdin or {@code quit} shuts the Redisson client down and exits 0.
+ *
+ * <p>Only API present in both Redisson 3.16.4 and 4.x is used; the project is compiled
+ * against both (Maven profiles redisson-3 / redisson-4).
+ */
+public final class InteropPeer {
+
+    private static final Object OUT_LOCK = new Object();
+    /** The real stdout; System.out is redirected to stderr so libraries cannot corrupt it. */
+    private static PrintStream protocolOut;
+
+    private final RedissonClient redisson;
+    private final String clientId;
+
+    private InteropPeer(RedissonClient redisson) {
+        this.redisson = redisson;
+        this.clientId = redisson.getId();
+    }
+
+    public static void main(String[] args) {
+        protocolOut = new PrintStream(new FileOutputStream(FileDescriptor.out), false, StandardCharsets.UTF_8);
+        // Anything a library prints with System.out goes to stderr instead.
+        System.setOut(System.err);
+
+        String url = null;
+        long watchdogMs = 30_000L;
+        for (int i = 0; i < args.length; i++) {
+            String a = args[i];
+            try {
+                switch (a) {
+                    case "--url":
+                        url = args[++i];
+                        break;
+                    case "--watchdog-ms":
+                        watchdogMs = Long.parseLong(args[++i]);
+                        break;
+                    case "--help":
+                    case "-h":
+                        usage(null);
+                        System.exit(0);
+                        return;
+                    default:
+                        usage("unknown argument: " + a);
+                        System.exit(2);
+                        return;
+                }
+            } catch (ArrayIndexOutOfBoundsException | NumberFormatException e) {
+                usage("bad or missing value for " + a);
+                System.exit(2);
+                return;
+            }
+        }
+        if (url == null) {
+            usage("--url is required");
+            System.exit(2);
+            return;
+        }
+
+        RedissonClient client;
+        try {
+            Config config = new Config();
+            config.setLockWatchdogTimeout(watchdogMs);
+            config.useSingleServer().setAddress(url);
+            client = Redisson.create(config);
+        } catch (Throwable t) {
+            System.err.println("interop-peer: failed to start Redisson client for " + url + ": " + t);
+            t.printStackTrace(System.err);
+            System.exit(1);
+            return;
+        }
+
+        InteropPeer peer = new InteropPeer(client);
+        send("READY " + peer.clientId + " " + redissonVersion());
+        int rc = peer.serve();
+        exit(client, rc);
+    }
+
+    private static void usage(String error) {
+        if (error != null) {
+            System.err.println("interop-peer: " + error);
+        }
+        System.err.println("usage: java -jar interop-peer-X.jar --url redis://HOST:PORT [--watchdog-ms N]");
+    }
+
+    private static String redissonVersion() {
+        try (InputStream in = InteropPeer.class.getResourceAsStream("/interop-peer.properties")) {
+            if (in != null) {
+                Properties p = new Properties();
+                p.load(in);
+                String v = p.getProperty("redisson.version");
+                if (v != null && !v.isBlank() && !v.startsWith("${")) {
+                    return v.trim();
+                }
+            }
+        } catch (Exception ignored) {
+            // fall through
+        }
+        return "unknown";
+    }
+
+    /** Reads requests until EOF or quit; returns the process exit code. */
+    private int serve() {
+        AtomicInteger threadNo = new AtomicInteger();
+        ExecutorService pool = Executors.newCachedThreadPool(r -> {
+            Thread t = new Thread(r, "interop-req-" + threadNo.incrementAndGet());
+            t.setDaemon(true);
+            return t;
+        });
+        try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
+            String line;
+            while ((line = in.readLine()) != null) {
+                line = line.strip();
+                if (line.isEmpty()) {
+                    continue;
+                }
+                String[] parts = line.split("\\s+");
+                String reqId = parts[0];
+                if (parts.length >= 2 && parts[1].equals("quit")) {
+                    send(reqId + " OK");
+                    return 0;
+                }
+                pool.execute(() -> handle(reqId, parts));
+            }
+            return 0; // EOF
+        } catch (Throwable t) {
+            System.err.println("interop-peer: stdin failed: " + t);
+            return 1;
+        }
+    }
+
+    private static void exit(RedissonClient client, int rc) {
+        // Never hang on shutdown: halt after 10 s whatever happens.
+        Thread killer = new Thread(() -> {
+            try {
+                Thread.sleep(10_000);
+            } catch (InterruptedException ignored) {
+                return;
+            }
+            System.err.println("interop-peer: shutdown timed out, halting");
+            Runtime.getRuntime().halt(rc);
+        }, "interop-shutdown-guard");
+        killer.setDaemon(true);
+        killer.start();
+        try {
+            client.shutdown(0, 2, TimeUnit.SECONDS);
+        } catch (Throwable t) {
+            System.err.println("interop-peer: shutdown error: " + t);
+        }
+        protocolOut.flush();
+        System.exit(rc);
+    }
+
+    static void send(String line) {
+        synchronized (OUT_LOCK) {
+            protocolOut.print(line);
+            protocolOut.print('\n');
+            protocolOut.flush();
+        }
+    }
+
+    private void handle(String reqId, String[] parts) {
+        String reply;
+        try {
+            if (parts.length < 2) {
+                throw new IllegalArgumentException("missing command");
+            }
+            String value = execute(parts[1], parts);
+            reply = value == null ? reqId + " OK" : reqId + " OK " + value;
+        } catch (Throwable t) {
+            Throwable root = unwrap(t);
+            String msg = root.getMessage();
+            if (msg == null || msg.isBlank()) {
+                msg = "-";
+            } else {
+                msg = msg.replaceAll("[\\r\\n]+", " ").strip();
+            }
+            reply = reqId + " ERR " + root.getClass().getSimpleName() + " " + msg;
+        }
+        send(reply);
+    }
+
+    /** Strips CompletionException / ExecutionException (and reflection) wrappers. */
+    static Throwable unwrap(Throwable t) {
+        Throwable cur = t;
+        while ((cur instanceof CompletionException
+                || cur instanceof ExecutionException
+                || cur instanceof InvocationTargetException)
+                && cur.getCause() != null && cur.getCause() != cur) {
+            cur = cur.getCause();
+        }
+        return cur;
+    }
+
+    private static void need(String[] parts, int args, String usage) {
+        if (parts.length != args + 2) {
+            throw new IllegalArgumentException("usage: " + usage);
+        }
+    }
+
+    /** Runs one command; returns the OK value (null for a bare OK). */
+    private String execute(String cmd, String[] p) throws Exception {
+        switch (cmd) {
+            case "lock": {
+                need(p, 3, "lock NAME tid LEASE");
+                RLock lock = redisson.getLock(p[2]);
+                long tid = Long.parseLong(p[3]);
+                long lease = Long.parseLong(p[4]);
+                if (lease < 0) {
+                    lock.lockAsync(tid).get();
+                } else {
+                    lock.lockAsync(lease, TimeUnit.MILLISECONDS, tid).get();
+                }
+                return null;
+            }
+            case "tryLock": {
+                need(p, 4, "tryLock NAME tid WAIT LEASE");
+                RLock lock = redisson.getLock(p[2]);
+                long tid = Long.parseLong(p[3]);
+                long wait = Long.parseLong(p[4]);
+                long lease = Long.parseLong(p[5]);
+                Boolean ok = lock.tryLockAsync(wait, lease, TimeUnit.MILLISECONDS, tid).get();
+                return String.valueOf(Boolean.TRUE.equals(ok));
+            }
+            case "unlock": {
+                need(p, 2, "unlock NAME tid");
+                RLock lock = redisson.getLock(p[2]);
+                long tid = Long.parseLong(p[3]);
+                lock.unlockAsync(tid).get();
+                return null;
+            }
+            case "forceUnlock": {
+                need(p, 1, "forceUnlock NAME");
+                return String.valueOf(redisson.getLock(p[2]).forceUnlock());
+            }
+            case "isLocked": {
+                need(p, 1, "isLocked NAME");
+                return String.valueOf(redisson.getLock(p[2]).isLocked());
+            }
+            case "isHeldByThread": {
+                need(p, 2, "isHeldByThread NAME tid");
+                long tid = Long.parseLong(p[3]);
+                return String.valueOf(redisson.getLock(p[2]).isHeldByThread(tid));
+            }
+            case "holdCount": {
+                need(p, 2, "holdCount NAME tid");
+                long tid = Long.parseLong(p[3]);
+                // RLock.getHoldCount() is bound to the calling thread; read the hash field
+                // "<clientId>:<tid>" directly instead (HGET NAME field).
+                RMap<String, String> map = redisson.getMap(p[2], StringCodec.INSTANCE);
+                String v = map.get(clientId + ":" + tid);
+                return v == null ? "0" : v;
+            }
+            case "remainTimeToLive": {
+                need(p, 1, "remainTimeToLive NAME");
+                return String.valueOf(redisson.getLock(p[2]).remainTimeToLive());
+            }
+            case "getId": {
+                need(p, 0, "getId");
+                return clientId;
+            }
+            case "contend": {
+                need(p, 5, "contend NAME tid ITER INSIDE_KEY COUNTER_KEY");
+                return String.valueOf(contend(p[2], Long.parseLong(p[3]), Long.parseLong(p[4]), p[5], p[6]));
+            }
+            default:
+                throw new IllegalArgumentException("unknown command");
+        }
+    }
+
+    /**
+     * ITER times: lock (watchdog lease, thread id tid); INCR inside (overlap if != 1);
+     * non-atomic GET/SET counter+1; DECR inside; unlock. Returns the overlap count.
+     * All values are plain decimal strings so raw GET/SET/INCR clients interoperate.
+     */
+    private long contend(String name, long tid, long iterations, String insideKey, String counterKey)
+            throws Exception {
+        RLock lock = redisson.getLock(name);
+        RAtomicLong inside = redisson.getAtomicLong(insideKey);
+        RBucket<String> counter = redisson.getBucket(counterKey, StringCodec.INSTANCE);
+        long overlaps = 0;
+        for (long i = 0; i < iterations; i++) {
+            lock.lockAsync(tid).get();
+            try {
+                long v = inside.incrementAndGet();
+                if (v != 1) {
+                    overlaps++;
+                }
+                String c = counter.get();
+                long cur = (c == null) ? 0 : Long.parseLong(c.trim());
+                counter.set(Long.toString(cur + 1));
+                inside.decrementAndGet();
+            } finally {
+                lock.unlockAsync(tid).get();
+            }
+        }
+        return overlaps;
+    }
+}

@@ -1,0 +1,164 @@
+//! The state on Redis after each lock operation is exactly Redisson's.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use common::*;
+use fred::prelude::*;
+use redisson_lock::{Error, OwnerId, Ttl, Unlocked};
+
+#[tokio::test]
+async fn acquire_reenter_partial_and_full_unlock_leave_redissons_state() {
+    let server = RedisServer::start_with(&["--notify-keyspace-events", "EA"]).await;
+    let raw = server.raw().await;
+    let client = client(&server, Duration::from_secs(30)).await;
+    assert!(uuid::Uuid::parse_str(client.id()).is_ok_and(|u| u.get_version_num() == 4));
+    let lock = client.lock("orders:42").unwrap();
+    assert_eq!(lock.channel(), "redisson_lock__channel:{orders:42}");
+    let mut events = Observer::new(
+        &server,
+        &["redisson_lock__channel:{orders:42}", "__keyevent@0__:set", "__keyevent@0__:del"],
+        &[],
+    )
+    .await;
+
+    let outer = lock.lock().await.unwrap();
+    let field = format!("{}:{}", client.id(), outer.owner());
+    assert_eq!(outer.field(), field);
+    let hash: HashMap<String, String> = raw.hgetall("orders:42").await.unwrap();
+    assert_eq!(hash, HashMap::from([(field.clone(), "1".to_string())]));
+    let pttl: i64 = raw.pttl("orders:42").await.unwrap();
+    assert!((25_000..=30_000).contains(&pttl), "pttl {pttl}");
+
+    // Re-entry by the same owner: count 2, TTL reset to the lease.
+    raw.pexpire::<(), _>("orders:42", 5_000, None).await.unwrap();
+    let inner = lock.lock().await.unwrap();
+    let count: String = raw.hget("orders:42", &field).await.unwrap();
+    assert_eq!(count, "2");
+    assert!(raw.pttl::<i64, _>("orders:42").await.unwrap() > 25_000);
+    assert_eq!(lock.hold_count().await.unwrap(), 2);
+
+    // Partial unlock: count 1, the latch is written then deleted, no message.
+    assert_eq!(inner.unlock().await.unwrap(), Unlocked::StillHeld);
+    let count: String = raw.hget("orders:42", &field).await.unwrap();
+    assert_eq!(count, "1");
+    let latch_set = |(c, k): &(String, String)| {
+        c == "__keyevent@0__:set" && k.starts_with("redisson_unlock_latch:{orders:42}:")
+    };
+    let seen = events.until(latch_set).await;
+    let latch = seen.last().unwrap().1.clone();
+    let request_id = latch.rsplit(':').next().unwrap();
+    assert_eq!(request_id.len(), 32);
+    assert!(request_id.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+    let seen = events.until(|(c, k)| c == "__keyevent@0__:del" && *k == latch).await;
+    assert!(
+        seen.iter().all(|(c, _)| c.starts_with("__keyevent")),
+        "no unlock message at a partial unlock: {seen:?}"
+    );
+
+    // Full unlock: key gone, `0` published, latch written then deleted.
+    assert_eq!(outer.unlock().await.unwrap(), Unlocked::Released);
+    assert_eq!(raw.exists::<i64, _>("orders:42").await.unwrap(), 0);
+    // Expect, in any order across fred's two streams: the lock key deleted,
+    // one `0` on the channel, the latch set and then deleted.
+    let mut seen: Vec<(String, String)> = vec![];
+    let done = |seen: &[(String, String)]| {
+        let latch = seen.iter().find(|e| latch_set(e)).map(|e| e.1.clone());
+        seen.iter().any(|(c, _)| c == "redisson_lock__channel:{orders:42}")
+            && seen.contains(&("__keyevent@0__:del".into(), "orders:42".into()))
+            && latch.is_some_and(|l| seen.contains(&("__keyevent@0__:del".into(), l)))
+    };
+    while !done(&seen) {
+        seen.push(events.next().await);
+    }
+    let messages: Vec<_> = seen
+        .iter()
+        .filter(|(c, _)| c == "redisson_lock__channel:{orders:42}")
+        .collect();
+    assert_eq!(messages, vec![&("redisson_lock__channel:{orders:42}".to_string(), "0".to_string())]);
+    let rest = events.drain();
+    assert!(rest.is_empty(), "nothing else happened: {rest:?}");
+    assert_eq!(client.held_locks(), 0);
+}
+
+#[tokio::test]
+async fn queries_report_holder_count_and_ttl() {
+    let server = RedisServer::start().await;
+    let client = client(&server, Duration::from_secs(30)).await;
+    let lock = client.lock("q").unwrap();
+    assert!(!lock.is_locked().await.unwrap());
+    assert_eq!(lock.remaining_ttl().await.unwrap(), Ttl::Absent);
+    assert_eq!(lock.hold_count().await.unwrap(), 0);
+
+    let guard = lock.lock_with_lease(Duration::from_secs(20)).await.unwrap();
+    assert!(lock.is_locked().await.unwrap());
+    assert!(lock.is_held().await.unwrap());
+    assert!(!lock.is_held_by(OwnerId::new(guard.owner().get() + 1)).await.unwrap());
+    assert!(!guard.is_renewed());
+    match lock.remaining_ttl().await.unwrap() {
+        Ttl::Expires(ttl) => assert!(ttl > Duration::from_secs(15) && ttl <= Duration::from_secs(20)),
+        other => panic!("unexpected {other:?}"),
+    }
+    guard.unlock().await.unwrap();
+    assert!(!lock.is_locked().await.unwrap());
+}
+
+#[tokio::test]
+async fn a_nested_lock_in_one_task_reenters_and_other_tasks_are_excluded() {
+    let server = RedisServer::start().await;
+    let client = client(&server, Duration::from_secs(30)).await;
+    let lock = client.lock("nested").unwrap();
+    let (l1, l2) = (lock.clone(), lock.clone());
+    let holder = tokio::spawn(async move {
+        let a = l1.lock().await.unwrap();
+        let b = l1.lock().await.unwrap(); // same task: re-enters
+        let count = l1.hold_count().await.unwrap();
+        // Another task is another owner.
+        let other = tokio::spawn(async move { l2.try_lock().await.unwrap().is_some() })
+            .await
+            .unwrap();
+        b.unlock().await.unwrap();
+        a.unlock().await.unwrap();
+        (count, other)
+    });
+    assert_eq!(holder.await.unwrap(), (2, false));
+    assert!(!lock.is_locked().await.unwrap());
+}
+
+#[tokio::test]
+async fn an_explicit_owner_can_lock_in_one_task_and_unlock_in_another() {
+    let server = RedisServer::start().await;
+    let raw = server.raw().await;
+    let client = client(&server, Duration::from_secs(30)).await;
+    let lock = client.lock("handover").unwrap().with_owner(OwnerId::new(7));
+    let l = lock.clone();
+    let guard = tokio::spawn(async move { l.lock().await.unwrap() }).await.unwrap();
+    let field: Option<String> = raw.hget("handover", format!("{}:7", client.id())).await.unwrap();
+    assert_eq!(field.as_deref(), Some("1"));
+    let l = lock.clone();
+    let outcome = tokio::spawn(async move { l.unlock().await }).await.unwrap().unwrap();
+    assert_eq!(outcome, Unlocked::Released);
+    // The guard's hold is gone, so releasing it again is refused without touching Redis.
+    assert!(matches!(guard.unlock().await, Err(Error::NotHeld { .. })));
+}
+
+#[tokio::test]
+async fn force_unlock_deletes_publishes_and_tells_local_holders() {
+    let server = RedisServer::start().await;
+    let client = client(&server, Duration::from_secs(30)).await;
+    let other = common::client(&server, Duration::from_secs(30)).await;
+    let lock = client.lock("forced").unwrap();
+    let mut events = Observer::new(&server, &["redisson_lock__channel:{forced}"], &[]).await;
+    let guard = lock.lock().await.unwrap();
+    assert!(other.lock("forced").unwrap().force_unlock().await.unwrap());
+    assert_eq!(events.next().await, ("redisson_lock__channel:{forced}".into(), "0".into()));
+    assert!(!lock.is_locked().await.unwrap());
+    // The holder learns at its next renewal; force_unlock through its own client tells it at once.
+    let guard2 = lock.lock().await.unwrap();
+    assert!(lock.force_unlock().await.unwrap());
+    assert!(guard2.is_lost());
+    assert!(!lock.force_unlock().await.unwrap());
+    drop(guard);
+}

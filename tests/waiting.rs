@@ -1,0 +1,143 @@
+//! Waiting: woken by unlock messages, one subscription per client, no overlap.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use fred::prelude::*;
+use futures::FutureExt;
+
+async fn numsub(raw: &Client, channel: &str) -> i64 {
+    let reply: Vec<Value> = raw
+        .custom(
+            fred::types::CustomCommand::new_static("PUBSUB", fred::types::ClusterHash::Random, false),
+            vec!["NUMSUB", channel],
+        )
+        .await
+        .unwrap();
+    reply[1].as_i64().unwrap()
+}
+
+/// Waits until the channel has `n` subscribers (there is no event for it).
+async fn await_subscribers(raw: &Client, channel: &str, n: i64) {
+    within("subscriber count", async {
+        while numsub(raw, channel).await != n {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_waiter_in_another_client_is_woken_by_the_unlock_message() {
+    let server = RedisServer::start().await;
+    let raw = server.raw().await;
+    let a = client(&server, Duration::from_secs(30)).await;
+    let b = client(&server, Duration::from_secs(30)).await;
+    // A long lease: only the unlock message can wake the waiter within HANG.
+    let held = a.lock("w").unwrap().lock_with_lease(Duration::from_secs(120)).await.unwrap();
+    let lock_b = b.lock("w").unwrap();
+    let waiter = tokio::spawn(async move { lock_b.lock().await });
+    await_subscribers(&raw, "redisson_lock__channel:{w}", 1).await;
+    held.unlock().await.unwrap();
+    let guard = within("waiter woken by unlock", waiter).await.unwrap().unwrap();
+    let holder: Vec<String> = raw.hkeys("w").await.unwrap();
+    assert_eq!(holder, vec![guard.field().to_string()]);
+    assert!(guard.field().starts_with(b.id()));
+    guard.unlock().await.unwrap();
+    // The last local waiter left: the channel is unsubscribed.
+    await_subscribers(&raw, "redisson_lock__channel:{w}", 0).await;
+}
+
+#[tokio::test]
+async fn fifty_waiters_over_two_clients_each_acquire_once_without_overlap() {
+    let server = RedisServer::start().await;
+    let raw = server.raw().await;
+    let clients = [
+        client(&server, Duration::from_secs(5)).await,
+        client(&server, Duration::from_secs(5)).await,
+    ];
+    let inside = Arc::new(AtomicUsize::new(0));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let gate = clients[0].lock("herd").unwrap().lock().await.unwrap();
+    let mut tasks = vec![];
+    for i in 0..50 {
+        let lock = clients[i % 2].lock("herd").unwrap();
+        let (inside, overlaps) = (inside.clone(), overlaps.clone());
+        tasks.push(tokio::spawn(async move {
+            let guard = lock.lock().await.unwrap();
+            if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                overlaps.fetch_add(1, Ordering::SeqCst);
+            }
+            tokio::task::yield_now().await;
+            inside.fetch_sub(1, Ordering::SeqCst);
+            let field = guard.field().to_string();
+            guard.unlock().await.unwrap();
+            field
+        }));
+    }
+    // Each client subscribes the channel once, however many of its tasks wait.
+    await_subscribers(&raw, "redisson_lock__channel:{herd}", 2).await;
+    gate.unlock().await.unwrap();
+    let mut fields = vec![];
+    for task in tasks {
+        fields.push(within("all waiters acquire", task).await.unwrap());
+    }
+    fields.sort();
+    fields.dedup();
+    assert_eq!(fields.len(), 50, "every waiter held the lock once, as its own owner");
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0);
+    assert_eq!(raw.exists::<i64, _>("herd").await.unwrap(), 0);
+    await_subscribers(&raw, "redisson_lock__channel:{herd}", 0).await;
+}
+
+#[tokio::test]
+async fn a_dropped_waiter_leaves_no_subscription_behind() {
+    let server = RedisServer::start().await;
+    let raw = server.raw().await;
+    let a = client(&server, Duration::from_secs(30)).await;
+    let held = a.lock("d").unwrap().lock().await.unwrap();
+    let lock = a.lock("d").unwrap();
+    let waiter = tokio::spawn(async move { lock.lock().await });
+    await_subscribers(&raw, "redisson_lock__channel:{d}", 1).await;
+    waiter.abort();
+    await_subscribers(&raw, "redisson_lock__channel:{d}", 0).await;
+    held.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_waiter_dropped_while_its_attempt_succeeds_releases_the_lock() {
+    let server = RedisServer::start().await;
+    let a = client(&server, Duration::from_secs(30)).await;
+    let lock = a.lock("cancelled").unwrap();
+    let mut events = Observer::new(&server, &["redisson_lock__channel:{cancelled}"], &[]).await;
+    {
+        // First poll sends the acquire; dropping the future abandons it mid-flight.
+        let pending = lock.lock();
+        futures::pin_mut!(pending);
+        assert!(pending.as_mut().now_or_never().is_none());
+    }
+    // The attempt ran, took the free lock, found nobody waiting for it and released it.
+    assert_eq!(events.next().await.1, "0");
+    assert!(!lock.is_locked().await.unwrap());
+    assert_eq!(a.held_locks(), 0);
+}
+
+#[tokio::test]
+async fn try_lock_for_gives_up_at_its_deadline() {
+    let server = RedisServer::start().await;
+    let a = client(&server, Duration::from_secs(30)).await;
+    let b = client(&server, Duration::from_secs(30)).await;
+    let held = a.lock("t").unwrap().lock().await.unwrap();
+    let lock = b.lock("t").unwrap();
+    let started = tokio::time::Instant::now();
+    assert!(lock.try_lock_for(Duration::from_millis(300)).await.unwrap().is_none());
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert!(lock.try_lock().await.unwrap().is_none());
+    held.unlock().await.unwrap();
+    let guard = lock.try_lock_for(Duration::from_secs(5)).await.unwrap().expect("free now");
+    guard.unlock().await.unwrap();
+}

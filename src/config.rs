@@ -179,11 +179,15 @@ mod tests {
         let mut c = Config::from_url("redis://127.0.0.1:1");
         c.lock_watchdog_timeout = Duration::from_millis(1);
         assert!(matches!(c.validate(), Err(Error::Config(_))));
-        let mut c = Config::default();
-        c.lock_watchdog_batch_size = 0;
+        let c = Config {
+            lock_watchdog_batch_size: 0,
+            ..Config::default()
+        };
         assert!(c.validate().is_err());
-        let mut c = Config::default();
-        c.timeout = Duration::ZERO;
+        let c = Config {
+            timeout: Duration::ZERO,
+            ..Config::default()
+        };
         assert!(c.validate().is_err());
         assert!(serde_json::from_str::<Config>(r#"{"timeout": -5}"#).is_err());
     }

@@ -73,7 +73,11 @@ impl Hold {
     /// The lease a partial unlock re-applies, after releasing one hold of the
     /// given kind: the watchdog timeout while watchdog holds remain, otherwise
     /// the newest explicit lease (Redisson's `internalLockLeaseTime`).
-    pub(crate) fn lease_after_release(&self, watchdog: bool, watchdog_timeout: Duration) -> Duration {
+    pub(crate) fn lease_after_release(
+        &self,
+        watchdog: bool,
+        watchdog_timeout: Duration,
+    ) -> Duration {
         let s = self.state.lock();
         let watchdog_left = s.watchdog_holds.saturating_sub(u32::from(watchdog));
         match (watchdog_left, s.explicit_lease) {

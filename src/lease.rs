@@ -75,7 +75,8 @@ impl LeaseState {
 
     /// Marks the hold lost; returns true the first time.
     pub(crate) fn mark_lost(&self) -> bool {
-        self.lost.send_if_modified(|lost| !std::mem::replace(lost, true))
+        self.lost
+            .send_if_modified(|lost| !std::mem::replace(lost, true))
     }
 
     pub(crate) fn deadline(&self) -> Instant {
@@ -169,7 +170,10 @@ mod tests {
         assert!(lease_millis(Duration::ZERO, "lease").is_err());
         assert!(lease_millis(Duration::from_micros(999), "lease").is_err());
         assert!(lease_millis(Duration::MAX, "lease").is_err());
-        assert_eq!(lease_millis(Duration::from_millis(1500), "lease").unwrap(), 1500);
+        assert_eq!(
+            lease_millis(Duration::from_millis(1500), "lease").unwrap(),
+            1500
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -61,14 +61,17 @@ mod tests {
 
     #[test]
     fn names_follow_redisson() {
-        assert_eq!(channel_name("orders:42"), "redisson_lock__channel:{orders:42}");
-        assert_eq!(channel_name("a{t}b"), "redisson_lock__channel:a{t}b");
         assert_eq!(
-            latch_name("x", "00ff"),
-            "redisson_unlock_latch:{x}:00ff"
+            channel_name("orders:42"),
+            "redisson_lock__channel:{orders:42}"
         );
+        assert_eq!(channel_name("a{t}b"), "redisson_lock__channel:a{t}b");
+        assert_eq!(latch_name("x", "00ff"), "redisson_unlock_latch:{x}:00ff");
         assert_eq!(
-            field_name("8743c9c0-0795-4907-87fd-6c719a6b4586", crate::OwnerId::new(1)),
+            field_name(
+                "8743c9c0-0795-4907-87fd-6c719a6b4586",
+                crate::OwnerId::new(1)
+            ),
             "8743c9c0-0795-4907-87fd-6c719a6b4586:1"
         );
     }

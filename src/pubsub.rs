@@ -72,7 +72,9 @@ impl Drop for Subscription {
     fn drop(&mut self) {
         let mut map = self.registry.channels.lock();
         if self.channel.waiters.fetch_sub(1, Ordering::AcqRel) == 1
-            && map.get(&self.name).is_some_and(|c| Arc::ptr_eq(c, &self.channel))
+            && map
+                .get(&self.name)
+                .is_some_and(|c| Arc::ptr_eq(c, &self.channel))
         {
             map.remove(&self.name);
             let _ = self.registry.ops.send(Op::Unsubscribe(self.name.clone()));
@@ -98,14 +100,24 @@ impl Subscriptions {
         let reconnects = registry.client.reconnect_rx();
         let weak = Arc::downgrade(&registry);
         tokio::spawn(run_ops(registry.client.clone(), sharded, ops_rx));
-        tokio::spawn(until_shutdown(shutdown.clone(), listen(weak.clone(), messages)));
-        tokio::spawn(until_shutdown(shutdown, resubscribe_on_reconnect(weak, reconnects)));
+        tokio::spawn(until_shutdown(
+            shutdown.clone(),
+            listen(weak.clone(), messages),
+        ));
+        tokio::spawn(until_shutdown(
+            shutdown,
+            resubscribe_on_reconnect(weak, reconnects),
+        ));
         registry
     }
 
     /// Joins the channel, subscribing it if this is its first local waiter.
     /// Waits at most `limit` for the subscription to be confirmed.
-    pub(crate) async fn join(self: &Arc<Self>, name: &str, limit: Duration) -> Result<Subscription> {
+    pub(crate) async fn join(
+        self: &Arc<Self>,
+        name: &str,
+        limit: Duration,
+    ) -> Result<Subscription> {
         let membership = {
             let mut map = self.channels.lock();
             let channel = match map.get(name) {
@@ -165,7 +177,10 @@ impl Subscriptions {
     }
 }
 
-async fn until_shutdown(mut shutdown: watch::Receiver<bool>, task: impl std::future::Future<Output = ()>) {
+async fn until_shutdown(
+    mut shutdown: watch::Receiver<bool>,
+    task: impl std::future::Future<Output = ()>,
+) {
     tokio::select! {
         _ = shutdown.wait_for(|stop| *stop) => {}
         _ = task => {}

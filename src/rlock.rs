@@ -151,7 +151,9 @@ impl RLock {
             None => {
                 let field = self.field_of(owner);
                 let lease = self.client.config.lock_watchdog_timeout;
-                self.send_unlock(&field, lease).await.map(|(unlocked, _)| unlocked)
+                self.send_unlock(&field, lease)
+                    .await
+                    .map(|(unlocked, _)| unlocked)
             }
         }
     }
@@ -195,14 +197,17 @@ impl RLock {
     pub async fn is_held_by(&self, owner: OwnerId) -> Result<bool> {
         self.client.ensure_open()?;
         let field = self.field_of(owner);
-        self.query(self.client.redis.hexists(&*self.name, field)).await
+        self.query(self.client.redis.hexists(&*self.name, field))
+            .await
     }
 
     /// How many times this handle's owner holds the lock (0 when not held).
     pub async fn hold_count(&self) -> Result<u32> {
         self.client.ensure_open()?;
         let field = self.field_of(self.owner());
-        let count: Option<i64> = self.query(self.client.redis.hget(&*self.name, field)).await?;
+        let count: Option<i64> = self
+            .query(self.client.redis.hget(&*self.name, field))
+            .await?;
         Ok(count.unwrap_or(0).clamp(0, u32::MAX as i64) as u32)
     }
 
@@ -239,7 +244,11 @@ impl RLock {
 
     /// One acquire attempt for `owner`. On success the hold is recorded (and
     /// renewed by the watchdog when `lease` is `None`).
-    pub(crate) async fn acquire_once(&self, owner: OwnerId, lease: Option<Duration>) -> Result<Attempt> {
+    pub(crate) async fn acquire_once(
+        &self,
+        owner: OwnerId,
+        lease: Option<Duration>,
+    ) -> Result<Attempt> {
         self.client.ensure_open()?;
         let watchdog = lease.is_none();
         let lease = lease.unwrap_or(self.client.config.lock_watchdog_timeout);
@@ -270,7 +279,11 @@ impl RLock {
         match ttl {
             None => {
                 hold.on_acquired(sent_at, lease, watchdog);
-                Ok(Attempt::Acquired(LockGuard::new(self.clone(), hold, watchdog)))
+                Ok(Attempt::Acquired(LockGuard::new(
+                    self.clone(),
+                    hold,
+                    watchdog,
+                )))
             }
             Some(ttl) => {
                 self.client.holds.retire_if_done(&hold);

@@ -55,7 +55,12 @@ impl Script {
     }
 }
 
-async fn send(redis: &Client, timeout: Duration, cmd: &'static str, argv: Vec<Value>) -> Result<Value> {
+async fn send(
+    redis: &Client,
+    timeout: Duration,
+    cmd: &'static str,
+    argv: Vec<Value>,
+) -> Result<Value> {
     let options = Options {
         max_attempts: Some(1),
         timeout: Some(timeout),

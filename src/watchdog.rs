@@ -3,8 +3,8 @@
 //! `lockWatchdogBatchSize` locks per script and, on a cluster, one hash slot
 //! per script (Redisson's LockTask).
 
-use std::sync::{Arc, Weak};
 use fred::types::Value;
+use std::sync::{Arc, Weak};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -60,10 +60,11 @@ async fn renew_all(client: &ClientInner) {
         let mut end = (start + batch).min(holds.len());
         if client.cluster {
             let slot = crate::naming::slot(&holds[start].name);
-            end = start + holds[start..end]
-                .iter()
-                .take_while(|h| crate::naming::slot(&h.name) == slot)
-                .count();
+            end = start
+                + holds[start..end]
+                    .iter()
+                    .take_while(|h| crate::naming::slot(&h.name) == slot)
+                    .count();
         }
         renew_batch(client, &holds[start..end], &mut cycle).await;
         start = end;
@@ -95,7 +96,9 @@ async fn renew_batch(client: &ClientInner, holds: &[Arc<Hold>], cycle: &mut Cycl
     args.extend(holds.iter().map(|h| Value::from(&*h.field)));
     let sent_at = Instant::now();
     cycle.scripts += 1;
-    let reply = RENEW.run(&client.redis, client.timeout(), &keys, args).await;
+    let reply = RENEW
+        .run(&client.redis, client.timeout(), &keys, args)
+        .await;
     let flags = match reply {
         Ok(Value::Array(flags)) if flags.len() == holds.len() => flags,
         Ok(other) => {

@@ -19,7 +19,11 @@ async fn acquire_reenter_partial_and_full_unlock_leave_redissons_state() {
     assert_eq!(lock.channel(), "redisson_lock__channel:{orders:42}");
     let mut events = Observer::new(
         &server,
-        &["redisson_lock__channel:{orders:42}", "__keyevent@0__:set", "__keyevent@0__:del"],
+        &[
+            "redisson_lock__channel:{orders:42}",
+            "__keyevent@0__:set",
+            "__keyevent@0__:del",
+        ],
         &[],
     )
     .await;
@@ -33,7 +37,9 @@ async fn acquire_reenter_partial_and_full_unlock_leave_redissons_state() {
     assert!((25_000..=30_000).contains(&pttl), "pttl {pttl}");
 
     // Re-entry by the same owner: count 2, TTL reset to the lease.
-    raw.pexpire::<(), _>("orders:42", 5_000, None).await.unwrap();
+    raw.pexpire::<(), _>("orders:42", 5_000, None)
+        .await
+        .unwrap();
     let inner = lock.lock().await.unwrap();
     let count: String = raw.hget("orders:42", &field).await.unwrap();
     assert_eq!(count, "2");
@@ -51,8 +57,12 @@ async fn acquire_reenter_partial_and_full_unlock_leave_redissons_state() {
     let latch = seen.last().unwrap().1.clone();
     let request_id = latch.rsplit(':').next().unwrap();
     assert_eq!(request_id.len(), 32);
-    assert!(request_id.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
-    let seen = events.until(|(c, k)| c == "__keyevent@0__:del" && *k == latch).await;
+    assert!(request_id
+        .chars()
+        .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+    let seen = events
+        .until(|(c, k)| c == "__keyevent@0__:del" && *k == latch)
+        .await;
     assert!(
         seen.iter().all(|(c, _)| c.starts_with("__keyevent")),
         "no unlock message at a partial unlock: {seen:?}"
@@ -66,7 +76,8 @@ async fn acquire_reenter_partial_and_full_unlock_leave_redissons_state() {
     let mut seen: Vec<(String, String)> = vec![];
     let done = |seen: &[(String, String)]| {
         let latch = seen.iter().find(|e| latch_set(e)).map(|e| e.1.clone());
-        seen.iter().any(|(c, _)| c == "redisson_lock__channel:{orders:42}")
+        seen.iter()
+            .any(|(c, _)| c == "redisson_lock__channel:{orders:42}")
             && seen.contains(&("__keyevent@0__:del".into(), "orders:42".into()))
             && latch.is_some_and(|l| seen.contains(&("__keyevent@0__:del".into(), l)))
     };
@@ -77,7 +88,13 @@ async fn acquire_reenter_partial_and_full_unlock_leave_redissons_state() {
         .iter()
         .filter(|(c, _)| c == "redisson_lock__channel:{orders:42}")
         .collect();
-    assert_eq!(messages, vec![&("redisson_lock__channel:{orders:42}".to_string(), "0".to_string())]);
+    assert_eq!(
+        messages,
+        vec![&(
+            "redisson_lock__channel:{orders:42}".to_string(),
+            "0".to_string()
+        )]
+    );
     let rest = events.drain();
     assert!(rest.is_empty(), "nothing else happened: {rest:?}");
     assert_eq!(client.held_locks(), 0);
@@ -95,10 +112,15 @@ async fn queries_report_holder_count_and_ttl() {
     let guard = lock.lock_with_lease(Duration::from_secs(20)).await.unwrap();
     assert!(lock.is_locked().await.unwrap());
     assert!(lock.is_held().await.unwrap());
-    assert!(!lock.is_held_by(OwnerId::new(guard.owner().get() + 1)).await.unwrap());
+    assert!(!lock
+        .is_held_by(OwnerId::new(guard.owner().get() + 1))
+        .await
+        .unwrap());
     assert!(!guard.is_renewed());
     match lock.remaining_ttl().await.unwrap() {
-        Ttl::Expires(ttl) => assert!(ttl > Duration::from_secs(15) && ttl <= Duration::from_secs(20)),
+        Ttl::Expires(ttl) => {
+            assert!(ttl > Duration::from_secs(15) && ttl <= Duration::from_secs(20))
+        }
         other => panic!("unexpected {other:?}"),
     }
     guard.unlock().await.unwrap();
@@ -134,11 +156,19 @@ async fn an_explicit_owner_can_lock_in_one_task_and_unlock_in_another() {
     let client = client(&server, Duration::from_secs(30)).await;
     let lock = client.lock("handover").unwrap().with_owner(OwnerId::new(7));
     let l = lock.clone();
-    let guard = tokio::spawn(async move { l.lock().await.unwrap() }).await.unwrap();
-    let field: Option<String> = raw.hget("handover", format!("{}:7", client.id())).await.unwrap();
+    let guard = tokio::spawn(async move { l.lock().await.unwrap() })
+        .await
+        .unwrap();
+    let field: Option<String> = raw
+        .hget("handover", format!("{}:7", client.id()))
+        .await
+        .unwrap();
     assert_eq!(field.as_deref(), Some("1"));
     let l = lock.clone();
-    let outcome = tokio::spawn(async move { l.unlock().await }).await.unwrap().unwrap();
+    let outcome = tokio::spawn(async move { l.unlock().await })
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(outcome, Unlocked::Released);
     // The guard's hold is gone, so releasing it again is refused without touching Redis.
     assert!(matches!(guard.unlock().await, Err(Error::NotHeld { .. })));
@@ -153,7 +183,10 @@ async fn force_unlock_deletes_publishes_and_tells_local_holders() {
     let mut events = Observer::new(&server, &["redisson_lock__channel:{forced}"], &[]).await;
     let guard = lock.lock().await.unwrap();
     assert!(other.lock("forced").unwrap().force_unlock().await.unwrap());
-    assert_eq!(events.next().await, ("redisson_lock__channel:{forced}".into(), "0".into()));
+    assert_eq!(
+        events.next().await,
+        ("redisson_lock__channel:{forced}".into(), "0".into())
+    );
     assert!(!lock.is_locked().await.unwrap());
     // The holder learns at its next renewal; force_unlock through its own client tells it at once.
     let guard2 = lock.lock().await.unwrap();

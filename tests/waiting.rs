@@ -13,7 +13,11 @@ use futures::FutureExt;
 async fn numsub(raw: &Client, channel: &str) -> i64 {
     let reply: Vec<Value> = raw
         .custom(
-            fred::types::CustomCommand::new_static("PUBSUB", fred::types::ClusterHash::Random, false),
+            fred::types::CustomCommand::new_static(
+                "PUBSUB",
+                fred::types::ClusterHash::Random,
+                false,
+            ),
             vec!["NUMSUB", channel],
         )
         .await
@@ -38,12 +42,20 @@ async fn a_waiter_in_another_client_is_woken_by_the_unlock_message() {
     let a = client(&server, Duration::from_secs(30)).await;
     let b = client(&server, Duration::from_secs(30)).await;
     // A long lease: only the unlock message can wake the waiter within HANG.
-    let held = a.lock("w").unwrap().lock_with_lease(Duration::from_secs(120)).await.unwrap();
+    let held = a
+        .lock("w")
+        .unwrap()
+        .lock_with_lease(Duration::from_secs(120))
+        .await
+        .unwrap();
     let lock_b = b.lock("w").unwrap();
     let waiter = tokio::spawn(async move { lock_b.lock().await });
     await_subscribers(&raw, "redisson_lock__channel:{w}", 1).await;
     held.unlock().await.unwrap();
-    let guard = within("waiter woken by unlock", waiter).await.unwrap().unwrap();
+    let guard = within("waiter woken by unlock", waiter)
+        .await
+        .unwrap()
+        .unwrap();
     let holder: Vec<String> = raw.hkeys("w").await.unwrap();
     assert_eq!(holder, vec![guard.field().to_string()]);
     assert!(guard.field().starts_with(b.id()));
@@ -88,7 +100,11 @@ async fn fifty_waiters_over_two_clients_each_acquire_once_without_overlap() {
     }
     fields.sort();
     fields.dedup();
-    assert_eq!(fields.len(), 50, "every waiter held the lock once, as its own owner");
+    assert_eq!(
+        fields.len(),
+        50,
+        "every waiter held the lock once, as its own owner"
+    );
     assert_eq!(overlaps.load(Ordering::SeqCst), 0);
     assert_eq!(raw.exists::<i64, _>("herd").await.unwrap(), 0);
     await_subscribers(&raw, "redisson_lock__channel:{herd}", 0).await;
@@ -134,10 +150,18 @@ async fn try_lock_for_gives_up_at_its_deadline() {
     let held = a.lock("t").unwrap().lock().await.unwrap();
     let lock = b.lock("t").unwrap();
     let started = tokio::time::Instant::now();
-    assert!(lock.try_lock_for(Duration::from_millis(300)).await.unwrap().is_none());
+    assert!(lock
+        .try_lock_for(Duration::from_millis(300))
+        .await
+        .unwrap()
+        .is_none());
     assert!(started.elapsed() >= Duration::from_millis(300));
     assert!(lock.try_lock().await.unwrap().is_none());
     held.unlock().await.unwrap();
-    let guard = lock.try_lock_for(Duration::from_secs(5)).await.unwrap().expect("free now");
+    let guard = lock
+        .try_lock_for(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("free now");
     guard.unlock().await.unwrap();
 }

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use fred::prelude::*;
 use fred::clients::SubscriberClient;
+use fred::prelude::*;
 use fred::types::Message;
 use redisson_lock::{Config, RedissonClient};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -45,6 +45,7 @@ pub struct RedisServer {
 
 impl RedisServer {
     pub async fn start() -> Self {
+        init_tracing();
         Self::start_with(&[]).await
     }
 
@@ -117,9 +118,10 @@ impl RedisServer {
 
     /// A plain fred client for inspecting state.
     pub async fn raw(&self) -> Client {
-        let client = Builder::from_config(fred::types::config::Config::from_url(&self.url()).unwrap())
-            .build()
-            .unwrap();
+        let client =
+            Builder::from_config(fred::types::config::Config::from_url(&self.url()).unwrap())
+                .build()
+                .unwrap();
         client.init().await.unwrap();
         client
     }
@@ -137,7 +139,16 @@ pub fn config(url: &str, watchdog: Duration) -> Config {
     c
 }
 
+/// Log output for `RUST_LOG=redisson_lock=debug cargo test -- --nocapture`.
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
 pub async fn client(server: &RedisServer, watchdog: Duration) -> RedissonClient {
+    init_tracing();
     RedissonClient::connect(config(&server.url(), watchdog))
         .await
         .expect("connect")
@@ -151,10 +162,11 @@ pub struct Observer {
 
 impl Observer {
     pub async fn new(server: &RedisServer, channels: &[&str], patterns: &[&str]) -> Self {
-        let client = Builder::from_config(fred::types::config::Config::from_url(&server.url()).unwrap())
-            .with_performance_config(|p| p.broadcast_channel_capacity = 100_000)
-            .build_subscriber_client()
-            .unwrap();
+        let client =
+            Builder::from_config(fred::types::config::Config::from_url(&server.url()).unwrap())
+                .with_performance_config(|p| p.broadcast_channel_capacity = 100_000)
+                .build_subscriber_client()
+                .unwrap();
         client.init().await.unwrap();
         let (tx, rx) = mpsc::unbounded_channel();
         let mut messages = client.message_rx();
@@ -194,20 +206,29 @@ impl Observer {
     /// The next message: (channel, payload).
     pub async fn next(&mut self) -> (String, String) {
         let m = within("pub/sub message", self.rx.recv()).await.unwrap();
-        (m.channel.to_string(), m.value.as_string().unwrap_or_default())
+        (
+            m.channel.to_string(),
+            m.value.as_string().unwrap_or_default(),
+        )
     }
 
     /// Messages already received, without waiting.
     pub fn drain(&mut self) -> Vec<(String, String)> {
         let mut out = vec![];
         while let Ok(m) = self.rx.try_recv() {
-            out.push((m.channel.to_string(), m.value.as_string().unwrap_or_default()));
+            out.push((
+                m.channel.to_string(),
+                m.value.as_string().unwrap_or_default(),
+            ));
         }
         out
     }
 
     /// Waits until a message matching `pred` arrives; returns those before it too.
-    pub async fn until(&mut self, pred: impl Fn(&(String, String)) -> bool) -> Vec<(String, String)> {
+    pub async fn until(
+        &mut self,
+        pred: impl Fn(&(String, String)) -> bool,
+    ) -> Vec<(String, String)> {
         let mut seen = vec![];
         loop {
             let m = self.next().await;
@@ -226,6 +247,7 @@ impl Observer {
 pub struct Proxy {
     pub port: u16,
     drop_reply: Arc<AtomicBool>,
+    dropped: Arc<parking_lot::Mutex<Vec<String>>>,
 }
 
 impl Proxy {
@@ -233,19 +255,24 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let drop_reply = Arc::new(AtomicBool::new(false));
-        let flag = drop_reply.clone();
+        let dropped = Arc::new(parking_lot::Mutex::new(vec![]));
+        let (flag, log) = (drop_reply.clone(), dropped.clone());
         tokio::spawn(async move {
             while let Ok((inbound, _)) = listener.accept().await {
-                let flag = flag.clone();
+                let (flag, log) = (flag.clone(), log.clone());
                 tokio::spawn(async move {
                     let Ok(outbound) = TcpStream::connect(("127.0.0.1", upstream)).await else {
                         return;
                     };
-                    pump(inbound, outbound, flag).await;
+                    pump(inbound, outbound, flag, log).await;
                 });
             }
         });
-        Proxy { port, drop_reply }
+        Proxy {
+            port,
+            drop_reply,
+            dropped,
+        }
     }
 
     pub fn url(&self) -> String {
@@ -255,9 +282,19 @@ impl Proxy {
     pub fn drop_next_reply(&self) {
         self.drop_reply.store(true, Ordering::SeqCst);
     }
+
+    /// The replies swallowed so far, as text.
+    pub fn dropped(&self) -> Vec<String> {
+        self.dropped.lock().clone()
+    }
 }
 
-async fn pump(inbound: TcpStream, outbound: TcpStream, drop_reply: Arc<AtomicBool>) {
+async fn pump(
+    inbound: TcpStream,
+    outbound: TcpStream,
+    drop_reply: Arc<AtomicBool>,
+    dropped: Arc<parking_lot::Mutex<Vec<String>>>,
+) {
     let (mut in_r, mut in_w) = inbound.into_split();
     let (mut out_r, mut out_w) = outbound.into_split();
     let upstream = tokio::spawn(async move {
@@ -279,6 +316,9 @@ async fn pump(inbound: TcpStream, outbound: TcpStream, drop_reply: Arc<AtomicBoo
             Ok(0) | Err(_) => break,
             Ok(n) => {
                 if drop_reply.swap(false, Ordering::SeqCst) {
+                    dropped
+                        .lock()
+                        .push(String::from_utf8_lossy(&buf[..n]).into_owned());
                     // The server has executed the request; the client never hears.
                     break;
                 }
@@ -294,7 +334,10 @@ async fn pump(inbound: TcpStream, outbound: TcpStream, drop_reply: Arc<AtomicBoo
 
 /// INFO commandstats calls of one command (lowercase name), 0 if never called.
 pub async fn command_calls(raw: &Client, command: &str) -> u64 {
-    let info: String = raw.info(Some(fred::types::InfoKind::CommandStats)).await.unwrap();
+    let info: String = raw
+        .info(Some(fred::types::InfoKind::CommandStats))
+        .await
+        .unwrap();
     let prefix = format!("cmdstat_{command}:calls=");
     info.lines()
         .find_map(|l| l.strip_prefix(&prefix))

@@ -62,5 +62,5 @@ pub use error::{Error, Result};
 pub use guard::{LockGuard, Unlocked};
 pub use lease::{LostSignal, MAX_LEASE};
 pub use owner::OwnerId;
-pub use rlock::{RLock, Ttl};
+pub use rlock::{Holder, RLock, Ttl};
 pub use watchdog::WatchdogStats;

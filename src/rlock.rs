@@ -54,6 +54,18 @@ pub(crate) enum Attempt {
     Held(Option<Duration>),
 }
 
+/// One holder of a lock, decoded from its hash field `<client-id>:<owner-id>`.
+/// Holders of JVM Redisson clients decode the same way (owner = thread id).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Holder {
+    /// Id of the client (Rust or JVM) that holds the lock.
+    pub client_id: String,
+    /// Owner within that client: task or explicit owner id here, thread id on the JVM.
+    pub owner: String,
+    /// Reentrant hold count.
+    pub hold_count: i64,
+}
+
 /// A lock's remaining time to live, as `PTTL` reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ttl {
@@ -209,6 +221,27 @@ impl RLock {
             .query(self.client.redis.hget(&*self.name, field))
             .await?;
         Ok(count.unwrap_or(0).clamp(0, u32::MAX as i64) as u32)
+    }
+
+    /// Every holder recorded in the lock's hash, from any client (`HGETALL`).
+    /// Empty when the lock is free.
+    pub async fn holders(&self) -> Result<Vec<Holder>> {
+        self.client.ensure_open()?;
+        let fields: std::collections::HashMap<String, String> =
+            self.query(self.client.redis.hgetall(&*self.name)).await?;
+        let mut holders: Vec<Holder> = fields
+            .into_iter()
+            .map(|(field, count)| {
+                let (client_id, owner) = field.rsplit_once(':').unwrap_or((field.as_str(), ""));
+                Holder {
+                    client_id: client_id.to_string(),
+                    owner: owner.to_string(),
+                    hold_count: count.parse().unwrap_or(0),
+                }
+            })
+            .collect();
+        holders.sort_by(|a, b| (&a.client_id, &a.owner).cmp(&(&b.client_id, &b.owner)));
+        Ok(holders)
     }
 
     /// The lock's remaining time to live (`PTTL`).

@@ -17,7 +17,6 @@ async fn after_a_redis_restart_the_holder_is_told_and_a_waiter_acquires() {
     let waiter_a = client(&server, watchdog).await;
     let waiter_b = client(&server, watchdog).await;
     let guard = holder.lock("crash").unwrap().lock().await.unwrap();
-    let raw = server.raw().await;
     let waits: Vec<_> = [&waiter_a, &waiter_b]
         .into_iter()
         .map(|c| {
@@ -25,26 +24,7 @@ async fn after_a_redis_restart_the_holder_is_told_and_a_waiter_acquires() {
             tokio::spawn(async move { lock.lock().await })
         })
         .collect();
-    within("waiters subscribed", async {
-        loop {
-            let reply: Vec<Value> = raw
-                .custom(
-                    fred::types::CustomCommand::new_static(
-                        "PUBSUB",
-                        fred::types::ClusterHash::Random,
-                        false,
-                    ),
-                    vec!["NUMSUB", "redisson_lock__channel:{crash}"],
-                )
-                .await
-                .unwrap();
-            if reply[1].as_i64() == Some(2) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await;
+    await_subscribers(&server, "redisson_lock__channel:{crash}", 2).await;
 
     // Crash: every key is gone, the holder's lock with them.
     server.restart().await;

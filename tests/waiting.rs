@@ -10,31 +10,6 @@ use common::*;
 use fred::prelude::*;
 use futures::FutureExt;
 
-async fn numsub(raw: &Client, channel: &str) -> i64 {
-    let reply: Vec<Value> = raw
-        .custom(
-            fred::types::CustomCommand::new_static(
-                "PUBSUB",
-                fred::types::ClusterHash::Random,
-                false,
-            ),
-            vec!["NUMSUB", channel],
-        )
-        .await
-        .unwrap();
-    reply[1].as_i64().unwrap()
-}
-
-/// Waits until the channel has `n` subscribers (there is no event for it).
-async fn await_subscribers(raw: &Client, channel: &str, n: i64) {
-    within("subscriber count", async {
-        while numsub(raw, channel).await != n {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await
-}
-
 #[tokio::test]
 async fn a_waiter_in_another_client_is_woken_by_the_unlock_message() {
     let server = RedisServer::start().await;
@@ -50,7 +25,7 @@ async fn a_waiter_in_another_client_is_woken_by_the_unlock_message() {
         .unwrap();
     let lock_b = b.lock("w").unwrap();
     let waiter = tokio::spawn(async move { lock_b.lock().await });
-    await_subscribers(&raw, "redisson_lock__channel:{w}", 1).await;
+    await_subscribers(&server, "redisson_lock__channel:{w}", 1).await;
     held.unlock().await.unwrap();
     let guard = within("waiter woken by unlock", waiter)
         .await
@@ -61,7 +36,7 @@ async fn a_waiter_in_another_client_is_woken_by_the_unlock_message() {
     assert!(guard.field().starts_with(b.id()));
     guard.unlock().await.unwrap();
     // The last local waiter left: the channel is unsubscribed.
-    await_subscribers(&raw, "redisson_lock__channel:{w}", 0).await;
+    await_subscribers(&server, "redisson_lock__channel:{w}", 0).await;
 }
 
 #[tokio::test]
@@ -92,7 +67,7 @@ async fn fifty_waiters_over_two_clients_each_acquire_once_without_overlap() {
         }));
     }
     // Each client subscribes the channel once, however many of its tasks wait.
-    await_subscribers(&raw, "redisson_lock__channel:{herd}", 2).await;
+    await_subscribers(&server, "redisson_lock__channel:{herd}", 2).await;
     gate.unlock().await.unwrap();
     let mut fields = vec![];
     for task in tasks {
@@ -107,20 +82,19 @@ async fn fifty_waiters_over_two_clients_each_acquire_once_without_overlap() {
     );
     assert_eq!(overlaps.load(Ordering::SeqCst), 0);
     assert_eq!(raw.exists::<i64, _>("herd").await.unwrap(), 0);
-    await_subscribers(&raw, "redisson_lock__channel:{herd}", 0).await;
+    await_subscribers(&server, "redisson_lock__channel:{herd}", 0).await;
 }
 
 #[tokio::test]
 async fn a_dropped_waiter_leaves_no_subscription_behind() {
     let server = RedisServer::start().await;
-    let raw = server.raw().await;
     let a = client(&server, Duration::from_secs(30)).await;
     let held = a.lock("d").unwrap().lock().await.unwrap();
     let lock = a.lock("d").unwrap();
     let waiter = tokio::spawn(async move { lock.lock().await });
-    await_subscribers(&raw, "redisson_lock__channel:{d}", 1).await;
+    await_subscribers(&server, "redisson_lock__channel:{d}", 1).await;
     waiter.abort();
-    await_subscribers(&raw, "redisson_lock__channel:{d}", 0).await;
+    await_subscribers(&server, "redisson_lock__channel:{d}", 0).await;
     held.unlock().await.unwrap();
 }
 

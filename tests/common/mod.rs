@@ -2,6 +2,8 @@
 //! TCP proxy, and observers for channel messages and keyspace events.
 #![allow(dead_code)]
 
+pub mod java;
+
 use std::net::TcpListener as StdListener;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -344,4 +346,32 @@ pub async fn command_calls(raw: &Client, command: &str) -> u64 {
         .and_then(|rest| rest.split(',').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
+}
+
+/// Subscribers of a classic pub/sub channel (`PUBSUB NUMSUB`).
+pub async fn numsub(raw: &Client, channel: &str) -> i64 {
+    let reply: Vec<Value> = raw
+        .custom(
+            fred::types::CustomCommand::new_static(
+                "PUBSUB",
+                fred::types::ClusterHash::Random,
+                false,
+            ),
+            vec!["NUMSUB", channel],
+        )
+        .await
+        .unwrap();
+    reply[1].as_i64().unwrap()
+}
+
+/// Waits until the channel has `n` subscribers. Redis has no event for this,
+/// so it re-reads the count.
+pub async fn await_subscribers(server: &RedisServer, channel: &str, n: i64) {
+    let raw = server.raw().await;
+    within("subscriber count", async {
+        while numsub(&raw, channel).await != n {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
 }

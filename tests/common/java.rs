@@ -1,0 +1,141 @@
+//! Drives the JVM Redisson peer in tests/interop/java (the real Redisson jar).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::oneshot;
+
+use super::within;
+
+/// The Redisson versions the suite runs against (Maven profile, version).
+pub const VERSIONS: [(&str, &str); 2] = [("redisson-4", "4.7.0"), ("redisson-3", "3.16.4")];
+
+type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<Result<String, String>>>>>;
+
+/// A running JVM peer.
+pub struct JavaPeer {
+    pub client_id: String,
+    pub version: String,
+    child: Child,
+    stdin: tokio::sync::Mutex<ChildStdin>,
+    pending: Pending,
+    next: AtomicU64,
+}
+
+/// The peer jar of a version, built with Maven on first use. Fails loudly when
+/// Java or Maven is missing: interop is never skipped silently.
+pub fn jar(profile: &str, version: &str) -> PathBuf {
+    static BUILD: Mutex<()> = Mutex::new(());
+    let _one_build_at_a_time = BUILD.lock();
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop/java");
+    let jar = dir.join(format!("target/interop-peer-{version}.jar"));
+    if !jar.exists() {
+        let status = std::process::Command::new("mvn")
+            .args([
+                "-q",
+                "-B",
+                "-Dstyle.color=never",
+                "-P",
+                profile,
+                "package",
+                "-DskipTests",
+                "-f",
+            ])
+            .arg(dir.join("pom.xml"))
+            .status()
+            .expect("JVM interop needs Maven (mvn) and a JDK on PATH");
+        assert!(
+            status.success(),
+            "building the Redisson {version} interop peer failed"
+        );
+    }
+    jar
+}
+
+impl JavaPeer {
+    pub async fn start(profile: &str, version: &str, url: &str, watchdog_ms: u64) -> JavaPeer {
+        let jar = jar(profile, version);
+        let mut child = Command::new("java")
+            .arg("-jar")
+            .arg(&jar)
+            .args(["--url", url, "--watchdog-ms", &watchdog_ms.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("JVM interop needs java on PATH");
+        let stdin = child.stdin.take().unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let ready = within("JVM peer READY", lines.next_line())
+            .await
+            .unwrap()
+            .expect("peer exited");
+        let mut words = ready.split_whitespace();
+        assert_eq!(words.next(), Some("READY"), "{ready}");
+        let client_id = words.next().unwrap().to_string();
+        let reported = words.next().unwrap().to_string();
+        assert_eq!(reported, version, "the jar runs the pinned Redisson");
+        let pending: Pending = Arc::default();
+        let routes = pending.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                let mut parts = line.splitn(3, ' ');
+                let id = parts.next().unwrap_or_default().to_string();
+                let status = parts.next().unwrap_or_default();
+                let rest = parts.next().unwrap_or_default().to_string();
+                if let Some(tx) = routes.lock().remove(&id) {
+                    let _ = tx.send(if status == "OK" { Ok(rest) } else { Err(rest) });
+                }
+            }
+        });
+        JavaPeer {
+            client_id,
+            version: reported,
+            child,
+            stdin: tokio::sync::Mutex::new(stdin),
+            pending,
+            next: AtomicU64::new(1),
+        }
+    }
+
+    /// Sends a request; the returned receiver yields its reply.
+    pub async fn send(&self, command: &str) -> oneshot::Receiver<Result<String, String>> {
+        let id = format!("r{}", self.next.fetch_add(1, Ordering::Relaxed));
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().insert(id.clone(), tx);
+        let mut stdin = self.stdin.lock().await;
+        stdin
+            .write_all(format!("{id} {command}\n").as_bytes())
+            .await
+            .unwrap();
+        stdin.flush().await.unwrap();
+        rx
+    }
+
+    /// Sends a request and waits for its reply.
+    pub async fn call(&self, command: &str) -> Result<String, String> {
+        let rx = self.send(command).await;
+        within(&format!("JVM reply to `{command}`"), rx)
+            .await
+            .expect("peer exited")
+    }
+
+    /// Like `call`, for requests that must succeed.
+    pub async fn ok(&self, command: &str) -> String {
+        self.call(command)
+            .await
+            .unwrap_or_else(|e| panic!("JVM `{command}` failed: {e}"))
+    }
+
+    pub async fn quit(mut self) {
+        let _ = self.call("quit").await;
+        let _ = self.child.wait().await;
+    }
+}

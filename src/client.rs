@@ -97,7 +97,10 @@ impl RedissonClient {
             .build_subscriber_client()
             .map_err(|e| Error::Config(e.details().to_string()))?;
         let limit = config.connect_timeout + config.timeout;
-        if let Err(e) = init(&redis, limit).await {
+        if let Err(e) = init(&redis, limit)
+            .await
+            .map_err(|e| e.connecting_to(&config.address))
+        {
             let _ = redis.quit().await;
             return Err(e);
         }

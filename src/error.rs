@@ -90,6 +90,24 @@ impl Error {
         }
     }
 
+    /// Names the server in a connection failure and trims fred's debug text
+    /// (`Os { code: 111, kind: ConnectionRefused, message: "..." }`) to its message.
+    pub(crate) fn connecting_to(self, address: &str) -> Error {
+        match self {
+            Error::Connection(details) => {
+                let message = details
+                    .split_once("message: \"")
+                    .and_then(|(_, rest)| rest.split_once('"'))
+                    .map_or(details.as_str(), |(msg, _)| msg);
+                Error::Connection(format!("cannot connect to {address}: {message}"))
+            }
+            Error::Timeout(limit) => Error::Connection(format!(
+                "cannot connect to {address}: no answer within {limit:?}"
+            )),
+            other => other,
+        }
+    }
+
     /// True when a command may or may not have reached Redis: its outcome must
     /// be resolved by reading the state before anything else is decided.
     pub(crate) fn outcome_unknown(&self) -> bool {

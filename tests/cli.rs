@@ -1,0 +1,307 @@
+//! The `redisson-lock` binary against a real redis-server.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::*;
+use fred::prelude::*;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+
+fn cli(server_url: &str) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_redisson-lock"));
+    cmd.env("REDIS_URL", server_url)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+struct Output {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+async fn output(mut cmd: Command) -> Output {
+    let out = within("CLI exit", cmd.output()).await.unwrap();
+    let o = Output {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert!(!o.stderr.contains("panicked"), "{}", o.stderr);
+    o
+}
+
+/// Starts `run` with a shell command that prints `ready` once running.
+async fn start_run(
+    url: &str,
+    args: &[&str],
+    script: &str,
+) -> (
+    Child,
+    tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+) {
+    let mut cmd = cli(url);
+    cmd.arg("run")
+        .args(args)
+        .args(["--", "sh", "-c", script])
+        .stdin(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = within("command started", lines.next_line()).await.unwrap();
+    assert_eq!(first.as_deref(), Some("ready"));
+    (child, lines)
+}
+
+#[tokio::test]
+async fn run_holds_the_lock_while_the_command_runs_and_returns_its_status() {
+    let server = RedisServer::start().await;
+    let raw = server.raw().await;
+    let mut unlocks = Observer::new(&server, &["redisson_lock__channel:{job}"], &[]).await;
+    let (mut child, _) = start_run(&server.url(), &["job"], "echo ready; read line; exit 7").await;
+    // Held by the CLI's client, in Redisson's layout, while the command runs.
+    let fields: Vec<String> = raw.hkeys("job").await.unwrap();
+    assert_eq!(fields.len(), 1);
+    let (client_id, owner) = fields[0].rsplit_once(':').unwrap();
+    assert!(uuid::Uuid::parse_str(client_id).is_ok() && owner.parse::<u64>().is_ok());
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"go\n")
+        .await
+        .unwrap();
+    let status = within("run exits", child.wait()).await.unwrap();
+    assert_eq!(status.code(), Some(7));
+    assert_eq!(raw.exists::<i64, _>("job").await.unwrap(), 0);
+    assert_eq!(unlocks.next().await.1, "0");
+
+    let mut cmd = cli(&server.url());
+    cmd.args(["run", "job", "--", "true"]);
+    assert_eq!(output(cmd).await.code, 0);
+}
+
+#[tokio::test]
+async fn run_exits_75_when_the_lock_stays_taken() {
+    let server = RedisServer::start().await;
+    let holder = client(&server, Duration::from_secs(30)).await;
+    let guard = holder.lock("busy").unwrap().lock().await.unwrap();
+    let mut cmd = cli(&server.url());
+    cmd.args(["run", "busy", "--wait", "200ms", "--", "echo", "never"]);
+    let out = output(cmd).await;
+    assert_eq!(out.code, 75);
+    assert_eq!(out.stdout, "");
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("not acquired within 200ms"));
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn run_stops_the_command_and_exits_76_when_the_lock_is_lost() {
+    let server = RedisServer::start().await;
+    let other = client(&server, Duration::from_secs(30)).await;
+    let (mut child, mut lines) = start_run(
+        &server.url(),
+        &["--watchdog-timeout", "1s", "fragile"],
+        "trap 'echo terminated; exit 0' TERM; echo ready; while :; do sleep 0.05; done",
+    )
+    .await;
+    assert!(other.lock("fragile").unwrap().force_unlock().await.unwrap());
+    let status = within("run exits after the loss", child.wait())
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(76));
+    assert_eq!(
+        lines.next_line().await.unwrap().as_deref(),
+        Some("terminated")
+    );
+    let mut stderr = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr)
+        .await
+        .unwrap();
+    assert!(stderr.contains("was lost"), "{stderr}");
+}
+
+#[tokio::test]
+async fn a_signal_to_run_reaches_the_command_and_the_lock_is_released() {
+    let server = RedisServer::start().await;
+    let raw = server.raw().await;
+    let (mut child, mut lines) = start_run(
+        &server.url(),
+        &["signalled"],
+        "trap 'echo got-term; exit 9' TERM; echo ready; while :; do sleep 0.05; done",
+    )
+    .await;
+    assert_eq!(raw.exists::<i64, _>("signalled").await.unwrap(), 1);
+    unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGTERM) };
+    let status = within("run exits", child.wait()).await.unwrap();
+    assert_eq!(status.code(), Some(9));
+    assert_eq!(
+        lines.next_line().await.unwrap().as_deref(),
+        Some("got-term")
+    );
+    assert_eq!(raw.exists::<i64, _>("signalled").await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn status_decodes_a_redisson_hash_written_by_hand() {
+    let server = RedisServer::start().await;
+    let raw = server.raw().await;
+    let java_id = "8743c9c0-0795-4907-87fd-6c719a6b4586";
+    let _: () = raw
+        .hset("orders:42", (format!("{java_id}:1"), "2"))
+        .await
+        .unwrap();
+    let _: () = raw.pexpire("orders:42", 25_000, None).await.unwrap();
+    let mut cmd = cli(&server.url());
+    cmd.args(["status", "orders:42", "--json"]);
+    let out = output(cmd).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(json["kind"], "lock");
+    assert_eq!(json["holders"][0]["client_id"], java_id);
+    assert_eq!(json["holders"][0]["owner"], "1");
+    assert_eq!(json["holders"][0]["hold_count"], 2);
+    let ttl = json["ttl_ms"].as_u64().unwrap();
+    assert!(ttl > 20_000 && ttl <= 25_000, "{ttl}");
+
+    let mut cmd = cli(&server.url());
+    cmd.args(["status", "orders:42"]);
+    let out = output(cmd).await;
+    assert!(
+        out.stdout.contains("held")
+            && out.stdout.contains(java_id)
+            && out.stdout.contains("hold count 2")
+    );
+
+    let mut cmd = cli(&server.url());
+    cmd.args(["status", "nothing", "--json"]);
+    let json: serde_json::Value = serde_json::from_str(&output(cmd).await.stdout).unwrap();
+    assert_eq!(json["kind"], "absent");
+}
+
+#[tokio::test]
+async fn force_unlock_removes_and_notifies_but_refuses_other_types() {
+    let server = RedisServer::start().await;
+    let raw = server.raw().await;
+    let holder = client(&server, Duration::from_secs(30)).await;
+    let guard = holder.lock("stuck").unwrap().lock().await.unwrap();
+    let mut unlocks = Observer::new(&server, &["redisson_lock__channel:{stuck}"], &[]).await;
+    let mut cmd = cli(&server.url());
+    cmd.args(["force-unlock", "stuck"]);
+    let out = output(cmd).await;
+    assert_eq!(out.code, 0);
+    assert!(out.stdout.contains("lock removed"));
+    assert_eq!(unlocks.next().await.1, "0");
+    assert_eq!(raw.exists::<i64, _>("stuck").await.unwrap(), 0);
+    drop(guard);
+
+    let _: () = raw
+        .set("plain", "keep me", None, None, false)
+        .await
+        .unwrap();
+    for args in [
+        vec!["force-unlock", "plain"],
+        vec!["run", "plain", "--", "true"],
+    ] {
+        let mut cmd = cli(&server.url());
+        cmd.args(&args);
+        let out = output(cmd).await;
+        assert_eq!(out.code, 1, "{args:?}");
+        assert_eq!(
+            out.stderr.trim(),
+            "redisson-lock: key `plain` is not a lock (WRONGTYPE)"
+        );
+    }
+    let mut cmd = cli(&server.url());
+    cmd.args(["status", "plain"]);
+    assert!(output(cmd)
+        .await
+        .stdout
+        .contains("not a lock: the key holds a string"));
+    let value: String = raw.get("plain").await.unwrap();
+    assert_eq!(value, "keep me");
+}
+
+#[tokio::test]
+async fn watch_prints_unlock_messages_as_they_arrive() {
+    let server = RedisServer::start().await;
+    let holder = client(&server, Duration::from_secs(30)).await;
+    let mut cmd = cli(&server.url());
+    cmd.args(["watch", "watched"]);
+    let mut child = cmd.spawn().unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+    let banner = within("watch started", stderr.next_line())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(banner.contains("redisson_lock__channel:{watched}"));
+    await_subscribers(&server, "redisson_lock__channel:{watched}", 1).await;
+    holder
+        .lock("watched")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = within("message printed", stdout.next_line())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        line.ends_with(
+            "redisson_lock__channel:{watched} 0 (unlocked: one waiter per client wakes)"
+        ),
+        "{line}"
+    );
+    unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGINT) };
+    assert_eq!(
+        within("watch exits", child.wait()).await.unwrap().code(),
+        Some(0)
+    );
+}
+
+#[tokio::test]
+async fn errors_are_one_line_and_a_nonzero_exit() {
+    let port = free_port();
+    let url = format!("redis://127.0.0.1:{port}");
+    for args in [
+        vec!["status", "x"],
+        vec!["force-unlock", "x"],
+        vec!["run", "x", "--", "true"],
+        vec!["watch", "x"],
+    ] {
+        let mut cmd = cli(&url);
+        cmd.args(&args);
+        let out = output(cmd).await;
+        assert_eq!(out.code, 1, "{args:?}");
+        assert_eq!(out.stderr.lines().count(), 1, "{args:?}: {}", out.stderr);
+        assert!(
+            out.stderr.starts_with("redisson-lock: ") && out.stderr.contains("cannot connect"),
+            "{}",
+            out.stderr
+        );
+    }
+    let server = RedisServer::start().await;
+    for (args, code) in [
+        (vec!["run", "", "--", "true"], 1),
+        (vec!["run", "a{", "--", "true"], 1),
+        (vec!["run", "x", "--lease", "0s", "--", "true"], 2),
+        (vec!["run", "x", "--wait", "-1s", "--", "true"], 2),
+        (vec!["--watchdog-timeout", "banana", "status", "x"], 2),
+    ] {
+        let mut cmd = cli(&server.url());
+        cmd.args(&args);
+        let out = output(cmd).await;
+        assert_eq!(out.code, code, "{args:?}: {}", out.stderr);
+    }
+}

@@ -56,6 +56,11 @@ mod script;
 mod wait;
 mod watchdog;
 
+/// The README's examples, compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 pub use client::RedissonClient;
 pub use config::{Config, ShardedSubscriptionMode};
 pub use error::{Error, Result};

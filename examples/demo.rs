@@ -25,14 +25,21 @@ struct Clock {
 
 impl Clock {
     fn say(&self, who: &str, what: impl AsRef<str>) {
-        println!("[{:>7.3}s] {who:<11} {}", self.start.elapsed().as_secs_f64(), what.as_ref());
+        println!(
+            "[{:>7.3}s] {who:<11} {}",
+            self.start.elapsed().as_secs_f64(),
+            what.as_ref()
+        );
     }
     fn released(&self) {
         *self.released_at.lock() = Some(Instant::now());
     }
     fn handoff(&self) -> String {
         match self.released_at.lock().take() {
-            Some(at) => format!("{:.2} ms after the previous unlock", at.elapsed().as_secs_f64() * 1e3),
+            Some(at) => format!(
+                "{:.2} ms after the previous unlock",
+                at.elapsed().as_secs_f64() * 1e3
+            ),
             None => "at once".into(),
         }
     }
@@ -47,16 +54,31 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
     let mut config = Config::from_url(&url);
     config.lock_watchdog_timeout = LEASE;
-    clock.say("demo", format!("Redis at {url}; lock `{LOCK}`; watchdog lease {LEASE:?}"));
+    clock.say(
+        "demo",
+        format!("Redis at {url}; lock `{LOCK}`; watchdog lease {LEASE:?}"),
+    );
 
     let first = RedissonClient::connect(config.clone()).await?;
     let lock = first.lock(LOCK)?;
     let outer = lock.lock().await?;
     clock.say("rust-1", format!("acquired; hash field {}", outer.field()));
     let inner = lock.lock().await?;
-    clock.say("rust-1", format!("nested lock() in the same task re-enters: hold count {}", lock.hold_count().await?));
+    clock.say(
+        "rust-1",
+        format!(
+            "nested lock() in the same task re-enters: hold count {}",
+            lock.hold_count().await?
+        ),
+    );
     inner.unlock().await?;
-    clock.say("rust-1", format!("inner unlock: still held, hold count {}", lock.hold_count().await?));
+    clock.say(
+        "rust-1",
+        format!(
+            "inner unlock: still held, hold count {}",
+            lock.hold_count().await?
+        ),
+    );
 
     // Waiters: two more Rust services and, if present, a JVM Redisson client.
     let mut waiters = vec![];
@@ -66,9 +88,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         waiters.push(tokio::spawn(async move {
             let who = format!("rust-{n}");
             let lock = client.lock(LOCK)?;
-            clock.say(&who, "waiting (subscribed to redisson_lock__channel:{demo:orders})");
+            clock.say(
+                &who,
+                "waiting (subscribed to redisson_lock__channel:{demo:orders})",
+            );
             let guard = lock.lock().await?;
-            clock.say(&who, format!("acquired {} (woken by pub/sub)", clock.handoff()));
+            clock.say(
+                &who,
+                format!("acquired {} (woken by pub/sub)", clock.handoff()),
+            );
             tokio::time::sleep(Duration::from_millis(300)).await;
             clock.released();
             guard.unlock().await?;
@@ -78,9 +106,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }));
     }
     let java = match std::env::var("DEMO_JAVA_JAR") {
-        Ok(jar) if std::path::Path::new(&jar).exists() => Some(tokio::spawn(java_worker(jar, url.clone(), clock.clone()))),
+        Ok(jar) if std::path::Path::new(&jar).exists() => {
+            Some(tokio::spawn(java_worker(jar, url.clone(), clock.clone())))
+        }
         _ => {
-            clock.say("java", "skipped: no JVM peer jar (install a JDK and Maven, then rerun scripts/demo.sh)");
+            clock.say(
+                "java",
+                "skipped: no JVM peer jar (install a JDK and Maven, then rerun scripts/demo.sh)",
+            );
             None
         }
     };
@@ -104,7 +137,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert!(!outer.is_lost());
     clock.released();
     outer.unlock().await?;
-    clock.say("rust-1", "unlocked after 4 s, past the 3 s lease: published 0");
+    clock.say(
+        "rust-1",
+        "unlocked after 4 s, past the 3 s lease: published 0",
+    );
 
     for waiter in waiters {
         waiter.await??;
@@ -113,15 +149,29 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         java.await??;
     }
     first.shutdown().await;
-    clock.say("demo", "done: every worker held the lock once, one at a time");
+    clock.say(
+        "demo",
+        "done: every worker held the lock once, one at a time",
+    );
     Ok(())
 }
 
 /// A JVM Redisson worker, driven through the interop peer's line protocol.
-async fn java_worker(jar: String, url: String, clock: Arc<Clock>) -> Result<(), redisson_lock::Error> {
+async fn java_worker(
+    jar: String,
+    url: String,
+    clock: Arc<Clock>,
+) -> Result<(), redisson_lock::Error> {
     let io = |e: std::io::Error| redisson_lock::Error::Connection(format!("JVM peer: {e}"));
     let mut child = tokio::process::Command::new("java")
-        .args(["-jar", &jar, "--url", &url, "--watchdog-ms", &LEASE.as_millis().to_string()])
+        .args([
+            "-jar",
+            &jar,
+            "--url",
+            &url,
+            "--watchdog-ms",
+            &LEASE.as_millis().to_string(),
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .kill_on_drop(true)
@@ -131,13 +181,22 @@ async fn java_worker(jar: String, url: String, clock: Arc<Clock>) -> Result<(), 
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let ready = lines.next_line().await.map_err(io)?.unwrap_or_default();
     let version = ready.split_whitespace().nth(2).unwrap_or("?").to_string();
-    clock.say("java", format!("Redisson {version} client started; waiting"));
+    clock.say(
+        "java",
+        format!("Redisson {version} client started; waiting"),
+    );
     let mut call = async |request: &str| -> Result<String, redisson_lock::Error> {
-        stdin.write_all(format!("{request}\n").as_bytes()).await.map_err(io)?;
+        stdin
+            .write_all(format!("{request}\n").as_bytes())
+            .await
+            .map_err(io)?;
         Ok(lines.next_line().await.map_err(io)?.unwrap_or_default())
     };
     call(&format!("1 lock {LOCK} 1 -1")).await?;
-    clock.say("java", format!("acquired {} (woken by pub/sub)", clock.handoff()));
+    clock.say(
+        "java",
+        format!("acquired {} (woken by pub/sub)", clock.handoff()),
+    );
     tokio::time::sleep(Duration::from_millis(300)).await;
     clock.released();
     call(&format!("2 unlock {LOCK} 1")).await?;

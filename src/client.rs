@@ -104,7 +104,10 @@ impl RedissonClient {
             let _ = redis.quit().await;
             return Err(e);
         }
-        if let Err(e) = init(&subscriber, limit).await {
+        if let Err(e) = init(&subscriber, limit)
+            .await
+            .map_err(|e| e.connecting_to(&config.address))
+        {
             let _ = redis.quit().await;
             let _ = subscriber.quit().await;
             return Err(e);
@@ -113,10 +116,21 @@ impl RedissonClient {
         let sharded = match config.sharded_subscription_mode {
             ShardedSubscriptionMode::On => true,
             ShardedSubscriptionMode::Off => false,
-            ShardedSubscriptionMode::Auto => cluster && supports_sharded_pubsub(&redis).await,
+            ShardedSubscriptionMode::Auto if cluster => {
+                match supports_sharded_pubsub(&redis, config.timeout).await {
+                    Ok(sharded) => sharded,
+                    Err(e) => {
+                        let _ = redis.quit().await;
+                        let _ = subscriber.quit().await;
+                        return Err(e);
+                    }
+                }
+            }
+            ShardedSubscriptionMode::Auto => false,
         };
         let (shutdown, shutdown_rx) = watch::channel(false);
-        let subscriptions = Subscriptions::start(subscriber, sharded, shutdown_rx.clone());
+        let subscriptions =
+            Subscriptions::start(subscriber, sharded, config.timeout, shutdown_rx.clone());
         let inner = Arc::new(ClientInner {
             id: uuid::Uuid::new_v4().to_string(),
             config,
@@ -195,7 +209,7 @@ impl RedissonClient {
         for hold in self.inner.holds.all() {
             let lock = RLock::new(self.inner.clone(), &hold.name);
             while hold.count() > 0 && !hold.is_retired() {
-                let watchdog = true;
+                let watchdog = hold.next_release_is_watchdog();
                 if lock.release(&hold, watchdog).await.is_err() {
                     break;
                 }
@@ -250,10 +264,18 @@ async fn init<C: ClientLike>(client: &C, limit: Duration) -> Result<()> {
 }
 
 /// Redisson's AUTO probe (3.50+): `PUBSUB SHARDNUMSUB 0` succeeds on Redis 7+.
-async fn supports_sharded_pubsub(redis: &Client) -> bool {
+/// Only an error *reply* means "not supported"; a transport failure must not
+/// silently pick the classic flavour, or wake-ups would be lost for the
+/// client's lifetime on a sharded fleet.
+async fn supports_sharded_pubsub(redis: &Client, timeout: Duration) -> Result<bool> {
     let probe = CustomCommand::new_static("PUBSUB", ClusterHash::Random, false);
-    redis
+    match redis
         .custom::<Value, Value>(probe, vec!["SHARDNUMSUB".into(), "0".into()])
         .await
-        .is_ok()
+        .map_err(|e| Error::from_redis(&e, timeout))
+    {
+        Ok(_) => Ok(true),
+        Err(Error::Redis(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
 }

@@ -139,6 +139,11 @@ impl Config {
                 "reconnect delays must satisfy 0 < reconnectMinDelay <= reconnectMaxDelay".into(),
             ));
         }
+        if !(1..=100).contains(&self.retry_attempts) {
+            return Err(Error::Config(
+                "retryAttempts must be between 1 and 100".into(),
+            ));
+        }
         if self.retry_delay > MAX_LEASE {
             return Err(Error::Config("retryDelay is too large".into()));
         }

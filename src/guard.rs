@@ -85,12 +85,15 @@ impl LockGuard {
     }
 
     /// Releases this hold. The last release of a lock deletes it and publishes
-    /// the unlock message. Fails with [`crate::Error::LockLost`] if the lock
+    /// the unlock message. The release runs to completion even if this future
+    /// is dropped (a timeout around it, say). Fails with [`crate::Error::LockLost`] if the lock
     /// was lost meanwhile, or [`crate::Error::NotHeld`] if Redis says this
     /// owner no longer holds it.
     pub async fn unlock(mut self) -> Result<Unlocked> {
         self.released = true;
-        self.lock.release(&self.hold, self.watchdog).await
+        self.lock
+            .release_detached(self.hold.clone(), self.watchdog)
+            .await
     }
 }
 

@@ -70,6 +70,14 @@ impl Hold {
         s.count
     }
 
+    /// Which kind of hold a release without a guard should give up: an
+    /// explicit-lease hold first, so the watchdog keeps renewing while any
+    /// watchdog hold remains.
+    pub(crate) fn next_release_is_watchdog(&self) -> bool {
+        let s = self.state.lock();
+        s.count <= s.watchdog_holds
+    }
+
     /// The lease a partial unlock re-applies, after releasing one hold of the
     /// given kind: the watchdog timeout while watchdog holds remain, otherwise
     /// the newest explicit lease (Redisson's `internalLockLeaseTime`).

@@ -1,10 +1,10 @@
 //! Lease deadlines and the lost-lock signal.
 //!
-//! A hold's deadline is the moment Redis may let its key expire, measured on
-//! the local monotonic clock from when the last confirmed acquire, renewal or
-//! partial unlock was *sent* (not answered), so it never runs later than the
-//! server-side TTL. Passing the deadline, or a renewal finding the field gone,
-//! marks the hold lost, and every guard of it is told.
+//! A hold's deadline is the moment Redis may let its key expire, less a drift
+//! margin, measured on the local monotonic clock from when the last confirmed
+//! acquire, renewal or partial unlock was *sent* (not answered), so it falls
+//! before the server-side expiry. Passing the deadline, or a renewal finding
+//! the field gone, marks the hold lost, and every guard of it is told.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +34,14 @@ pub(crate) fn lease_millis(lease: Duration, what: &str) -> Result<i64> {
         )));
     }
     Ok(ms as i64)
+}
+
+/// How much earlier than `sent_at + lease` a hold counts as lost: Redis
+/// expires keys on its own clock and timers round up, so a margin of 1% of the
+/// lease plus 2 ms (Redlock's drift allowance) keeps the signal ahead of the
+/// server-side expiry.
+pub(crate) fn safety_margin(lease: Duration) -> Duration {
+    lease / 100 + Duration::from_millis(2)
 }
 
 struct Deadline {
@@ -69,7 +77,7 @@ impl LeaseState {
         let mut d = self.deadline.lock();
         if sent_at >= d.sent_at {
             d.sent_at = sent_at;
-            d.at = sent_at + lease;
+            d.at = sent_at + lease.saturating_sub(safety_margin(lease));
         }
     }
 
@@ -108,11 +116,12 @@ impl LeaseState {
 
 /// Tells a lock holder that its lock is gone.
 ///
-/// It fires when a renewal finds the holder's field gone (expired, deleted by
-/// a force unlock), or when the lease deadline passes without a confirmed
-/// renewal, whichever comes first: never later than the moment another client
-/// could take the lock. Cloneable and `'static`, so it can be moved into a
-/// `select!` or another task.
+/// It fires when the lease deadline passes without a confirmed renewal (the
+/// lease counted from when the last acquire or renewal was sent, less a drift
+/// margin of 1% + 2 ms), so before the lock can expire and another client take
+/// it; or earlier, when a renewal finds the holder's field gone (deleted by a
+/// force unlock, say), which the watchdog notices at its next renewal.
+/// Cloneable and `'static`, so it can be moved into a `select!` or another task.
 ///
 /// ```no_run
 /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
@@ -189,7 +198,11 @@ mod tests {
         // ... and a late confirmation of an older command does not move it back.
         state.confirm(t0, Duration::from_secs(3));
         signal.lost().await;
-        assert_eq!(Instant::now(), t0 + Duration::from_secs(5));
+        let lease = Duration::from_secs(3);
+        assert_eq!(
+            Instant::now(),
+            t0 + Duration::from_secs(2) + lease - safety_margin(lease)
+        );
         assert!(signal.is_lost());
     }
 

@@ -88,6 +88,7 @@ impl Subscriptions {
     pub(crate) fn start(
         client: SubscriberClient,
         sharded: bool,
+        timeout: Duration,
         shutdown: watch::Receiver<bool>,
     ) -> Arc<Self> {
         let (ops, ops_rx) = mpsc::unbounded_channel();
@@ -99,7 +100,7 @@ impl Subscriptions {
         let messages = registry.client.message_rx();
         let reconnects = registry.client.reconnect_rx();
         let weak = Arc::downgrade(&registry);
-        tokio::spawn(run_ops(registry.client.clone(), sharded, ops_rx));
+        tokio::spawn(run_ops(registry.client.clone(), sharded, timeout, ops_rx));
         tokio::spawn(until_shutdown(
             shutdown.clone(),
             listen(weak.clone(), messages),
@@ -188,7 +189,12 @@ async fn until_shutdown(
 }
 
 /// Issues SUBSCRIBE / UNSUBSCRIBE strictly in decision order.
-async fn run_ops(client: SubscriberClient, sharded: bool, mut ops: mpsc::UnboundedReceiver<Op>) {
+async fn run_ops(
+    client: SubscriberClient,
+    sharded: bool,
+    timeout: Duration,
+    mut ops: mpsc::UnboundedReceiver<Op>,
+) {
     while let Some(op) = ops.recv().await {
         match op {
             Op::Subscribe(name, channel) => {
@@ -203,7 +209,7 @@ async fn run_ops(client: SubscriberClient, sharded: bool, mut ops: mpsc::Unbound
                     Ok(()) => client.ping::<Value>(None).await.map(drop),
                     Err(e) => Err(e),
                 };
-                let result = result.map_err(|e| Error::from_redis(&e, Duration::ZERO));
+                let result = result.map_err(|e| Error::from_redis(&e, timeout));
                 if let Err(e) = &result {
                     tracing::warn!(channel = %name, error = %e, "subscribe failed");
                 }

@@ -159,7 +159,10 @@ impl RLock {
         self.client.ensure_open()?;
         let owner = self.owner();
         match self.client.holds.get(&self.name, owner) {
-            Some(hold) => self.release(&hold, true).await,
+            Some(hold) => {
+                let watchdog = hold.next_release_is_watchdog();
+                self.release_detached(hold, watchdog).await
+            }
             None => {
                 let field = self.field_of(owner);
                 let lease = self.client.config.lock_watchdog_timeout;
@@ -186,8 +189,12 @@ impl RLock {
             .map_err(|e| self.wrong_type(e))?;
         let deleted = script::as_i64(&reply) == Some(1);
         if deleted {
+            // Holds still at zero may belong to an acquire in flight that
+            // runs after the delete and really takes the lock.
             for hold in self.client.holds.of_name(&self.name) {
-                hold.lease.mark_lost();
+                if hold.count() > 0 {
+                    hold.lease.mark_lost();
+                }
             }
         }
         Ok(deleted)
@@ -301,7 +308,10 @@ impl RLock {
             Ok(Value::Null) => None,
             Ok(value) => match script::as_i64(&value) {
                 Some(ttl) => Some(ttl),
-                None => return Err(script::unexpected("acquire", &value)),
+                None => {
+                    self.client.holds.retire_if_done(&hold);
+                    return Err(script::unexpected("acquire", &value));
+                }
             },
             Err(e) if e.outcome_unknown() => self.resolve_acquire(&hold, e).await?,
             Err(e) => {
@@ -357,6 +367,20 @@ impl RLock {
         Ok(Some(ttl.max(0)))
     }
 
+    /// Releases one hold in a task of its own, so that a caller who stops
+    /// waiting (a timeout around `unlock()`) cannot leave the hold half-released
+    /// and renewed forever.
+    pub(crate) async fn release_detached(
+        &self,
+        hold: Arc<Hold>,
+        watchdog: bool,
+    ) -> Result<Unlocked> {
+        let lock = self.clone();
+        tokio::spawn(async move { lock.release(&hold, watchdog).await })
+            .await
+            .map_err(|_| Error::Shutdown)?
+    }
+
     /// Releases one hold recorded in `hold`.
     pub(crate) async fn release(&self, hold: &Arc<Hold>, watchdog: bool) -> Result<Unlocked> {
         let _ops = Holds::lock_ops(hold).await;
@@ -373,13 +397,23 @@ impl RLock {
             });
         }
         let lease = hold.lease_after_release(watchdog, self.client.config.lock_watchdog_timeout);
-        let outcome = self.send_unlock(&hold.field, lease).await;
+        let mut outcome = self.send_unlock(&hold.field, lease).await;
         let left = hold.on_released(watchdog);
+        if left == 0 {
+            // Redis may count holds this client no longer tracks (re-acquired
+            // after a local loss, or an acquire whose outcome stayed unknown).
+            // The field is ours: release them too, or the lock would sit there
+            // unrenewed for a whole lease.
+            let mut extra = 0;
+            while matches!(outcome, Ok((Unlocked::StillHeld, _))) && extra < 64 {
+                tracing::warn!(lock = %self.name, "Redis still counts a hold this client released; releasing it");
+                outcome = self.send_unlock(&hold.field, lease).await;
+                extra += 1;
+            }
+        }
         match &outcome {
             Ok((Unlocked::StillHeld, sent_at)) if left > 0 => hold.lease.confirm(*sent_at, lease),
-            Ok((Unlocked::StillHeld, _)) => {
-                tracing::warn!(lock = %self.name, "Redis still counts a hold this client released");
-            }
+            Ok((Unlocked::StillHeld, _)) => {}
             Ok((Unlocked::Released, _)) if left > 0 => {
                 // Another release path freed it: the remaining guards have lost it.
                 hold.lease.mark_lost();
@@ -406,17 +440,19 @@ impl RLock {
 
     /// Sends the unlock script for `field`. A lost reply is retried with the
     /// same latch key, so a retry replays the first outcome instead of
-    /// releasing twice. Returns the outcome and when the successful attempt was sent.
+    /// releasing twice. Returns the outcome and when the first attempt was
+    /// sent: a replayed reply describes an execution no earlier than that.
     async fn send_unlock(&self, field: &str, lease: Duration) -> Result<(Unlocked, Instant)> {
         let config = &self.client.config;
         let request_id = format!("{:032x}", rand::random::<u128>());
         let latch = naming::latch_name(&self.name, &request_id);
-        let latch_ttl = ((config.timeout + config.retry_delay) * config.retry_attempts.max(1))
-            .as_millis()
-            .max(1) as i64;
+        // Long enough to outlive every retry (Redisson: (timeout + delay) * attempts).
+        let latch_ttl = (config.timeout.as_millis() + config.retry_delay.as_millis())
+            .saturating_mul(u128::from(config.retry_attempts.max(1)))
+            .clamp(1, crate::lease::MAX_LEASE.as_millis()) as i64;
         let mut attempt = 0;
-        let (reply, sent_at) = loop {
-            let sent_at = Instant::now();
+        let sent_at = Instant::now();
+        let reply = loop {
             let reply = UNLOCK
                 .run(
                     &self.client.redis,
@@ -432,7 +468,7 @@ impl RLock {
                 )
                 .await;
             match reply {
-                Ok(reply) => break (reply, sent_at),
+                Ok(reply) => break reply,
                 Err(e) if e.outcome_unknown() && attempt + 1 < config.retry_attempts => {
                     attempt += 1;
                     tracing::info!(lock = %self.name, error = %e, attempt, "unlock reply lost; replaying through the latch");

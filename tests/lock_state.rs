@@ -195,3 +195,35 @@ async fn force_unlock_deletes_publishes_and_tells_local_holders() {
     assert!(!lock.force_unlock().await.unwrap());
     drop(guard);
 }
+
+#[tokio::test]
+async fn an_unlock_whose_caller_stops_waiting_still_releases() {
+    let server = RedisServer::start().await;
+    let client = client(&server, Duration::from_secs(30)).await;
+    let lock = client.lock("abandoned").unwrap();
+    let mut events = Observer::new(&server, &["redisson_lock__channel:{abandoned}"], &[]).await;
+    let guard = lock.lock().await.unwrap();
+    {
+        // As if wrapped in a timeout that fired at once.
+        let unlock = guard.unlock();
+        futures::pin_mut!(unlock);
+        assert!(futures::FutureExt::now_or_never(unlock.as_mut()).is_none());
+    }
+    assert_eq!(events.next().await.1, "0");
+    assert!(!lock.is_locked().await.unwrap());
+    assert_eq!(client.held_locks(), 0);
+}
+
+#[tokio::test]
+async fn holds_redis_counts_beyond_ours_are_drained_by_the_last_unlock() {
+    let server = RedisServer::start().await;
+    let raw = server.raw().await;
+    let client = client(&server, Duration::from_secs(30)).await;
+    let lock = client.lock("orphan").unwrap();
+    let guard = lock.lock().await.unwrap();
+    // Redis counts two more holds than this client tracks (e.g. re-acquired
+    // after a local loss): the last local unlock must not leave them behind.
+    let _: i64 = raw.hincrby("orphan", guard.field(), 2).await.unwrap();
+    assert_eq!(guard.unlock().await.unwrap(), Unlocked::Released);
+    assert_eq!(raw.exists::<i64, _>("orphan").await.unwrap(), 0);
+}

@@ -50,7 +50,8 @@ async fn an_explicit_lease_expires_on_time_and_is_never_renewed() {
     let lost = guard.lost_signal();
     // The holder is told no later than the key can expire...
     within("lost signal", lost.lost()).await;
-    assert!(acquired_at.elapsed() >= lease - Duration::from_millis(5));
+    // (Not earlier than the lease less its 1% + 2 ms drift margin.)
+    assert!(acquired_at.elapsed() >= lease * 98 / 100 - Duration::from_millis(5));
     // ... and Redis expires it (expiry is checked lazily: touch the key).
     let _: i64 = raw.exists("leased").await.unwrap();
     assert_eq!(

@@ -3,7 +3,7 @@
 use std::time::SystemTime;
 
 use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
-use fred::types::config::Config as FredConfig;
+use fred::types::config::{Config as FredConfig, ReconnectPolicy};
 use fred::types::Builder;
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -26,6 +26,7 @@ pub async fn watch(cli: &Cli, args: &Args) -> Result<u8, String> {
     let config = FredConfig::from_url(&cli.url).map_err(|e| e.to_string())?;
     let subscriber = Builder::from_config(config)
         .with_performance_config(|p| p.broadcast_channel_capacity = 4096)
+        .set_policy(ReconnectPolicy::new_exponential(0, 100, 5_000, 2))
         .build_subscriber_client()
         .map_err(|e| e.to_string())?;
     subscriber.init().await.map_err(|e| e.to_string())?;

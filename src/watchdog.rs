@@ -29,6 +29,8 @@ pub struct WatchdogStats {
     pub last_cycle_locks: u64,
     /// Scripts sent in the last cycle.
     pub last_cycle_scripts: u64,
+    /// How long the last cycle took, in microseconds.
+    pub last_cycle_micros: u64,
 }
 
 pub(crate) async fn run(client: Weak<ClientInner>, mut shutdown: watch::Receiver<bool>) {
@@ -49,6 +51,7 @@ pub(crate) async fn run(client: Weak<ClientInner>, mut shutdown: watch::Receiver
 
 /// One renewal cycle.
 async fn renew_all(client: &ClientInner) {
+    let started = Instant::now();
     let mut holds = client.holds.renewable();
     let mut cycle = CycleStats::default();
     if client.cluster {
@@ -77,6 +80,7 @@ async fn renew_all(client: &ClientInner) {
         s.failures += cycle.failures;
         s.last_cycle_locks = cycle.renewed;
         s.last_cycle_scripts = cycle.scripts;
+        s.last_cycle_micros = started.elapsed().as_micros() as u64;
     });
 }
 

@@ -298,6 +298,10 @@ public final class InteropPeer {
                 need(p, 5, "contend NAME tid ITER INSIDE_KEY COUNTER_KEY");
                 return String.valueOf(contend(p[2], Long.parseLong(p[3]), Long.parseLong(p[4]), p[5], p[6]));
             }
+            case "bench": {
+                need(p, 3, "bench PREFIX CONCURRENCY DURATION_MS");
+                return bench(p[2], Integer.parseInt(p[3]), Long.parseLong(p[4]));
+            }
             default:
                 throw new IllegalArgumentException("unknown command");
         }
@@ -330,5 +334,56 @@ public final class InteropPeer {
             }
         }
         return overlaps;
+    }
+
+    /**
+     * Uncontended throughput: CONCURRENCY threads, each locking and unlocking its
+     * own lock PREFIX:i (watchdog lease) in a loop for DURATION_MS. Replies
+     * "ops elapsed_ms p50_us p99_us" over every lock+unlock pair.
+     */
+    private String bench(String prefix, int concurrency, long durationMs) throws Exception {
+        long[][] samples = new long[concurrency][];
+        int[] counts = new int[concurrency];
+        Thread[] threads = new Thread[concurrency];
+        long start = System.nanoTime();
+        long deadline = start + durationMs * 1_000_000L;
+        for (int i = 0; i < concurrency; i++) {
+            final int w = i;
+            threads[i] = new Thread(() -> {
+                RLock lock = redisson.getLock(prefix + ":" + w);
+                long[] mine = new long[1 << 16];
+                int n = 0;
+                while (System.nanoTime() < deadline) {
+                    long t0 = System.nanoTime();
+                    lock.lock();
+                    lock.unlock();
+                    if (n == mine.length) {
+                        mine = java.util.Arrays.copyOf(mine, n * 2);
+                    }
+                    mine[n++] = System.nanoTime() - t0;
+                }
+                samples[w] = mine;
+                counts[w] = n;
+            });
+            threads[i].start();
+        }
+        for (Thread t : threads) {
+            t.join();
+        }
+        long elapsedNs = System.nanoTime() - start;
+        int total = 0;
+        for (int c : counts) {
+            total += c;
+        }
+        long[] all = new long[total];
+        int k = 0;
+        for (int i = 0; i < concurrency; i++) {
+            System.arraycopy(samples[i], 0, all, k, counts[i]);
+            k += counts[i];
+        }
+        java.util.Arrays.sort(all);
+        long p50 = total == 0 ? 0 : all[(int) (total * 0.50)] / 1000;
+        long p99 = total == 0 ? 0 : all[Math.min(total - 1, (int) (total * 0.99))] / 1000;
+        return total + " " + (elapsedNs / 1_000_000L) + " " + p50 + " " + p99;
     }
 }

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs the benchmarks (under 10 minutes) and plots them into docs/.
+# Needs redis-server, java (the interop peer jar: bash .ci/run builds it) and python3.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -f tests/interop/java/target/interop-peer-4.7.0.jar ] ||
+  mvn -q -B -Dstyle.color=never -f tests/interop/java/pom.xml -P redisson-4 package -DskipTests
+cargo run --release -p redisson-lock-bench -- "$@" --out target/bench-results.json | tee target/bench-tables.md
+if [ ! -x target/plot-venv/bin/python ]; then
+  python3 -m venv target/plot-venv
+  target/plot-venv/bin/pip install -q matplotlib
+fi
+target/plot-venv/bin/python benches/plot.py target/bench-results.json docs

@@ -1,0 +1,71 @@
+//! Benchmarks, side by side on one redis-server in one run (issue 6):
+//!
+//! 1. uncontended lock + unlock throughput and p50/p99 at concurrency 1, 16, 256
+//!    for the floor (the same scripts as raw back-to-back EVALSHAs through
+//!    fred), redisson-lock, JVM Redisson 4.7.0 and rslock;
+//! 4. the watchdog at 10k and 100k held locks: scripts per cycle, cycle time,
+//!    Redis CPU per cycle, client memory per held lock.
+//!
+//! `cargo run --release -p redisson-lock-bench -- [--quick] [--out results.json]`
+//! starts its own redis-server on a free port; `REDIS_URL` uses another.
+
+mod alloc;
+mod server;
+mod throughput;
+mod watchdog;
+
+use std::time::Duration;
+
+#[global_allocator]
+static ALLOC: alloc::Counting = alloc::Counting;
+
+#[derive(serde::Serialize, Default)]
+pub struct Results {
+    pub redis_version: String,
+    pub duration_ms: u64,
+    pub throughput: Vec<throughput::Row>,
+    pub watchdog: Vec<watchdog::Row>,
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let out = args
+        .iter()
+        .position(|a| a == "--out")
+        .and_then(|i| args.get(i + 1).cloned())
+        .unwrap_or_else(|| "target/bench-results.json".into());
+    let duration = if quick {
+        Duration::from_millis(300)
+    } else {
+        Duration::from_secs(3)
+    };
+    let concurrency: &[usize] = if quick { &[1, 16] } else { &[1, 16, 256] };
+    let scales: &[usize] = if quick { &[1_000] } else { &[10_000, 100_000] };
+
+    let server = server::Server::start().await;
+    let mut results = Results {
+        redis_version: server.version().await,
+        duration_ms: duration.as_millis() as u64,
+        ..Results::default()
+    };
+    eprintln!("redis {} at {}", results.redis_version, server.url);
+
+    for &c in concurrency {
+        for imp in throughput::Impl::ALL {
+            let row = throughput::run(imp, &server, c, duration).await;
+            eprintln!("{row}");
+            results.throughput.push(row);
+        }
+    }
+    for &n in scales {
+        let row = watchdog::run(&server, n).await;
+        eprintln!("{row}");
+        results.watchdog.push(row);
+    }
+    std::fs::write(&out, serde_json::to_string_pretty(&results).unwrap()).unwrap();
+    eprintln!("wrote {out}");
+    println!("{}", throughput::table(&results.throughput));
+    println!("{}", watchdog::table(&results.watchdog));
+}

@@ -1,0 +1,87 @@
+//! The redis-server the benchmarks share (started here unless REDIS_URL is set).
+
+use std::process::Stdio;
+
+use fred::prelude::*;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+pub struct Server {
+    pub url: String,
+    _child: Option<tokio::process::Child>,
+}
+
+impl Server {
+    pub async fn start() -> Server {
+        if let Ok(url) = std::env::var("REDIS_URL") {
+            return Server { url, _child: None };
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = tokio::process::Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("redis-server must be installed");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if line.contains("Ready to accept connections") {
+                break;
+            }
+        }
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Server {
+            url: format!("redis://127.0.0.1:{port}"),
+            _child: Some(child),
+        }
+    }
+
+    pub async fn raw(&self) -> Client {
+        let client = Builder::from_config(Config::from_url(&self.url).unwrap())
+            .build()
+            .unwrap();
+        client.init().await.unwrap();
+        client
+    }
+
+    pub async fn info_field(&self, section: fred::types::InfoKind, field: &str) -> String {
+        let info: String = self.raw().await.info(Some(section)).await.unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{field}:")))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    }
+
+    pub async fn version(&self) -> String {
+        self.info_field(fred::types::InfoKind::Server, "redis_version")
+            .await
+    }
+
+    /// used_cpu_user + used_cpu_sys, in seconds.
+    pub async fn cpu_seconds(&self) -> f64 {
+        let user: f64 = self
+            .info_field(fred::types::InfoKind::Cpu, "used_cpu_user")
+            .await
+            .parse()
+            .unwrap();
+        let sys: f64 = self
+            .info_field(fred::types::InfoKind::Cpu, "used_cpu_sys")
+            .await
+            .parse()
+            .unwrap();
+        user + sys
+    }
+}

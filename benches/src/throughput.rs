@@ -1,0 +1,298 @@
+//! Item 1: uncontended lock + unlock, each worker on its own lock.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::prelude::*;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::time::Instant;
+
+use crate::server::Server;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Impl {
+    Floor,
+    RedissonLock,
+    JvmRedisson,
+    Rslock,
+}
+
+impl Impl {
+    pub const ALL: [Impl; 4] = [
+        Impl::Floor,
+        Impl::RedissonLock,
+        Impl::JvmRedisson,
+        Impl::Rslock,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Impl::Floor => "floor (raw EVALSHA via fred)",
+            Impl::RedissonLock => "redisson-lock",
+            Impl::JvmRedisson => "Redisson 4.7.0 (JVM)",
+            Impl::Rslock => "rslock 0.10",
+        }
+    }
+}
+
+#[derive(serde::Serialize)]
+pub struct Row {
+    pub implementation: &'static str,
+    pub concurrency: usize,
+    pub ops: u64,
+    pub ops_per_sec: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+}
+
+impl fmt::Display for Row {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "c={:<4} {:<30} {:>9.0} ops/s  p50 {:>7.0} us  p99 {:>7.0} us",
+            self.concurrency, self.implementation, self.ops_per_sec, self.p50_us, self.p99_us
+        )
+    }
+}
+
+pub async fn run(imp: Impl, server: &Server, concurrency: usize, duration: Duration) -> Row {
+    let prefix = format!("bench:{}:{concurrency}", imp as u8);
+    let (ops, elapsed, mut samples) = match imp {
+        Impl::Floor => {
+            let floor = Arc::new(Floor::new(server).await);
+            rust_loop(concurrency, duration, move |i| {
+                let floor = floor.clone();
+                let name = format!("{prefix}:{i}");
+                let field = format!("floor-client:{i}");
+                let mut n = 0u64;
+                move || {
+                    n += 1;
+                    let (floor, name, field) = (floor.clone(), name.clone(), field.clone());
+                    async move { floor.lock_unlock(&name, &field, n).await }
+                }
+            })
+            .await
+        }
+        Impl::RedissonLock => {
+            let client = redisson_lock::RedissonClient::from_url(&server.url)
+                .await
+                .unwrap();
+            let out = rust_loop(concurrency, duration, |i| {
+                let lock = client.lock(&format!("{prefix}:{i}")).unwrap();
+                move || {
+                    let lock = lock.clone();
+                    async move {
+                        lock.lock().await.unwrap().unlock().await.unwrap();
+                    }
+                }
+            })
+            .await;
+            client.shutdown().await;
+            out
+        }
+        Impl::Rslock => {
+            let manager = rslock::LockManager::new(vec![server.url.clone()]);
+            rust_loop(concurrency, duration, |i| {
+                let (manager, name) = (manager.clone(), format!("{prefix}:{i}"));
+                move || {
+                    let (manager, name) = (manager.clone(), name.clone());
+                    async move {
+                        let lock = manager
+                            .lock(name.as_bytes(), Duration::from_secs(30))
+                            .await
+                            .unwrap();
+                        manager.unlock(&lock).await;
+                    }
+                }
+            })
+            .await
+        }
+        Impl::JvmRedisson => return jvm(server, &prefix, concurrency, duration).await,
+    };
+    samples.sort_unstable();
+    Row {
+        implementation: imp.name(),
+        concurrency,
+        ops,
+        ops_per_sec: ops as f64 / elapsed.as_secs_f64(),
+        p50_us: percentile(&samples, 0.50),
+        p99_us: percentile(&samples, 0.99),
+    }
+}
+
+fn percentile(sorted: &[u32], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() as f64 * q) as usize).min(sorted.len() - 1)] as f64
+}
+
+/// `concurrency` tasks, each running its own operation in a loop until the
+/// deadline. Returns (operations, elapsed, per-operation micros).
+async fn rust_loop<W, O, F>(
+    concurrency: usize,
+    duration: Duration,
+    mut worker: W,
+) -> (u64, Duration, Vec<u32>)
+where
+    W: FnMut(usize) -> O,
+    O: FnMut() -> F + Send + 'static,
+    F: Future<Output = ()> + Send,
+{
+    // Warm-up: connections, script cache, allocator.
+    let warm = Instant::now() + Duration::from_millis(200);
+    let start = Instant::now();
+    let deadline = warm + duration;
+    let tasks: Vec<_> = (0..concurrency)
+        .map(|i| {
+            let mut op = worker(i);
+            tokio::spawn(async move {
+                let mut samples = Vec::with_capacity(1 << 14);
+                loop {
+                    let t0 = Instant::now();
+                    if t0 >= deadline {
+                        return samples;
+                    }
+                    op().await;
+                    if t0 >= warm {
+                        samples.push(t0.elapsed().as_micros().min(u32::MAX as u128) as u32);
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut all = vec![];
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    let _ = start;
+    (all.len() as u64, duration, all)
+}
+
+/// The floor: the crate's own acquire and unlock scripts, sent back to back
+/// as EVALSHA through one fred client, with nothing else around them.
+struct Floor {
+    client: Client,
+    acquire: String,
+    unlock: String,
+}
+
+impl Floor {
+    async fn new(server: &Server) -> Floor {
+        let client = server.raw().await;
+        let acquire: String = client
+            .script_load(include_str!("../../lua/acquire.lua"))
+            .await
+            .unwrap();
+        let unlock: String = client
+            .script_load(include_str!("../../lua/unlock.lua"))
+            .await
+            .unwrap();
+        Floor {
+            client,
+            acquire,
+            unlock,
+        }
+    }
+
+    async fn lock_unlock(&self, name: &str, field: &str, n: u64) {
+        let acquired: Option<i64> = self
+            .client
+            .evalsha(
+                &self.acquire,
+                vec![name],
+                vec![Value::from(30_000), field.into()],
+            )
+            .await
+            .unwrap();
+        assert!(acquired.is_none());
+        let channel = format!("redisson_lock__channel:{{{name}}}");
+        let latch = format!("redisson_unlock_latch:{{{name}}}:{field}{n:016x}");
+        let released: i64 = self
+            .client
+            .evalsha(
+                &self.unlock,
+                vec![name, channel.as_str(), latch.as_str()],
+                vec![
+                    Value::from(0),
+                    30_000.into(),
+                    field.into(),
+                    "PUBLISH".into(),
+                    16_000.into(),
+                ],
+            )
+            .await
+            .unwrap();
+        assert_eq!(released, 1);
+    }
+}
+
+/// JVM Redisson through the interop peer's `bench` command (after a JIT warm-up).
+async fn jvm(server: &Server, prefix: &str, concurrency: usize, duration: Duration) -> Row {
+    let jar = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/interop/java/target/interop-peer-4.7.0.jar"
+    );
+    let mut child = tokio::process::Command::new("java")
+        .args(["-jar", jar, "--url", &server.url])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("java and the interop peer jar (bash .ci/run builds it) are needed");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    lines.next_line().await.unwrap().expect("READY");
+    let mut call = async |line: String| {
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+        lines.next_line().await.unwrap().unwrap()
+    };
+    call(format!("w bench {prefix}:warm {concurrency} 2000")).await;
+    let reply = call(format!(
+        "b bench {prefix} {concurrency} {}",
+        duration.as_millis()
+    ))
+    .await;
+    let _ = call("q quit".into()).await;
+    let f: Vec<f64> = reply
+        .split_whitespace()
+        .skip(2)
+        .map(|x| x.parse().unwrap())
+        .collect();
+    Row {
+        implementation: Impl::JvmRedisson.name(),
+        concurrency,
+        ops: f[0] as u64,
+        ops_per_sec: f[0] / (f[1] / 1000.0),
+        p50_us: f[2],
+        p99_us: f[3],
+    }
+}
+
+/// Markdown table with ratios to the floor at the same concurrency.
+pub fn table(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "| concurrency | implementation | ops/s | vs floor | p50 µs | p99 µs |\n|---|---|---|---|---|---|\n",
+    );
+    for row in rows {
+        let floor = rows
+            .iter()
+            .find(|r| r.concurrency == row.concurrency && r.implementation == Impl::Floor.name())
+            .map_or(f64::NAN, |f| f.ops_per_sec);
+        out += &format!(
+            "| {} | {} | {:.0} | {:.2}x | {:.0} | {:.0} |\n",
+            row.concurrency,
+            row.implementation,
+            row.ops_per_sec,
+            row.ops_per_sec / floor,
+            row.p50_us,
+            row.p99_us
+        );
+    }
+    out
+}

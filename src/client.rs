@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use crate::config::{Config, ShardedSubscriptionMode};
 use crate::error::{Error, Result};
 use crate::hold::Holds;
+use crate::latch::LatchSweeper;
 use crate::naming;
 use crate::pubsub::Subscriptions;
 use crate::watchdog::{self, WatchdogStats};
@@ -47,6 +48,7 @@ pub(crate) struct ClientInner {
     pub(crate) redis: Client,
     pub(crate) subscriptions: Arc<Subscriptions>,
     pub(crate) holds: Holds,
+    pub(crate) latches: LatchSweeper,
     pub(crate) cluster: bool,
     /// `PUBLISH` or `SPUBLISH`, passed to the scripts.
     pub(crate) publish_command: &'static str,
@@ -131,12 +133,14 @@ impl RedissonClient {
         let (shutdown, shutdown_rx) = watch::channel(false);
         let subscriptions =
             Subscriptions::start(subscriber, sharded, config.timeout, shutdown_rx.clone());
+        let latches = LatchSweeper::start(redis.clone(), cluster);
         let inner = Arc::new(ClientInner {
             id: uuid::Uuid::new_v4().to_string(),
             config,
             redis,
             subscriptions,
             holds: Holds::default(),
+            latches,
             cluster,
             publish_command: if sharded { "SPUBLISH" } else { "PUBLISH" },
             stats: watch::Sender::new(WatchdogStats::default()),

@@ -60,8 +60,8 @@ impl LockGuard {
     }
 
     /// The hash field of the owner on Redis: `<client-id>:<owner-id>`.
-    pub fn field(&self) -> &str {
-        &self.hold.field
+    pub fn field(&self) -> String {
+        self.hold.field(&self.lock.client.id)
     }
 
     /// True when the watchdog renews this hold (no explicit lease was given).
@@ -81,7 +81,7 @@ impl LockGuard {
 
     /// A `'static` handle on the lost signal, to move into another task.
     pub fn lost_signal(&self) -> LostSignal {
-        LostSignal::new(self.hold.lease.clone())
+        LostSignal::new(self.hold.clone())
     }
 
     /// Releases this hold. The last release of a lock deletes it and publishes

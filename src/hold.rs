@@ -7,21 +7,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tokio::sync::OwnedMutexGuard;
 use tokio::time::Instant;
 
 use crate::lease::LeaseState;
 use crate::OwnerId;
 
-/// One owner's holds on one lock, as seen by this client.
+/// One owner's holds on one lock, as seen by this client. Kept small: the
+/// watchdog's table holds one per held lock.
 pub(crate) struct Hold {
     pub(crate) name: Arc<str>,
-    pub(crate) field: Arc<str>,
     pub(crate) owner: OwnerId,
-    pub(crate) lease: Arc<LeaseState>,
+    pub(crate) lease: LeaseState,
     /// Serializes this owner's scripts on this lock, so that an unknown outcome
-    /// can be resolved by comparing the hold count on Redis with ours.
-    ops: Arc<tokio::sync::Mutex<()>>,
+    /// can be resolved by comparing the hold count on Redis with ours. Take it,
+    /// then check [`Holds::admit`].
+    pub(crate) ops: tokio::sync::Mutex<()>,
     state: Mutex<HoldState>,
 }
 
@@ -39,6 +39,11 @@ struct HoldState {
 }
 
 impl Hold {
+    /// The owner's hash field: `<client-id>:<owner-id>`.
+    pub(crate) fn field(&self, client_id: &str) -> String {
+        crate::naming::field_name(client_id, self.owner)
+    }
+
     pub(crate) fn count(&self) -> u32 {
         self.state.lock().count
     }
@@ -109,46 +114,36 @@ pub(crate) struct Holds {
 }
 
 impl Holds {
-    /// The live hold of `owner` on `name` (created empty if there is none),
-    /// with its operation lock taken. A hold found lost is retired first, so
-    /// that a new acquisition starts with a fresh lease state.
-    pub(crate) async fn checkout(
-        &self,
-        name: &Arc<str>,
-        field: &str,
-        owner: OwnerId,
-    ) -> (Arc<Hold>, OwnedMutexGuard<()>) {
-        loop {
-            let hold = self
-                .map
-                .lock()
-                .entry((name.clone(), owner))
-                .or_insert_with(|| {
-                    Arc::new(Hold {
-                        name: name.clone(),
-                        field: field.into(),
-                        owner,
-                        lease: LeaseState::new(),
-                        ops: Arc::new(tokio::sync::Mutex::new(())),
-                        state: Mutex::new(HoldState::default()),
-                    })
+    /// The live hold of `owner` on `name`, created empty if there is none.
+    /// Take its `ops` lock, then [`Holds::admit`] it before use.
+    pub(crate) fn entry(&self, name: &Arc<str>, owner: OwnerId) -> Arc<Hold> {
+        self.map
+            .lock()
+            .entry((name.clone(), owner))
+            .or_insert_with(|| {
+                Arc::new(Hold {
+                    name: name.clone(),
+                    owner,
+                    lease: LeaseState::new(),
+                    ops: tokio::sync::Mutex::new(()),
+                    state: Mutex::new(HoldState::default()),
                 })
-                .clone();
-            let ops = hold.ops.clone().lock_owned().await;
-            if hold.is_retired() {
-                continue;
-            }
-            if hold.count() > 0 && hold.lease.is_lost() {
-                self.retire(&hold);
-                continue;
-            }
-            return (hold, ops);
-        }
+            })
+            .clone()
     }
 
-    /// Takes the operation lock of an existing hold (for a release).
-    pub(crate) async fn lock_ops(hold: &Hold) -> OwnedMutexGuard<()> {
-        hold.ops.clone().lock_owned().await
+    /// With the hold's `ops` lock taken: whether a new acquire may use it.
+    /// A retired hold may not (get a new entry); a lost one is retired first,
+    /// so that a new acquisition starts with a fresh lease state.
+    pub(crate) fn admit(&self, hold: &Arc<Hold>) -> bool {
+        if hold.is_retired() {
+            return false;
+        }
+        if hold.count() > 0 && hold.lease.is_lost() {
+            self.retire(hold);
+            return false;
+        }
+        true
     }
 
     /// The live hold of `owner` on `name`, if this client has one.

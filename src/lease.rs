@@ -6,14 +6,16 @@
 //! before the server-side expiry. Passing the deadline, or a renewal finding
 //! the field gone, marks the hold lost, and every guard of it is told.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::hold::Hold;
 
 /// Longest lease (and watchdog timeout) accepted: 100 years.
 pub const MAX_LEASE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
@@ -51,22 +53,24 @@ struct Deadline {
     at: Instant,
 }
 
-/// Deadline and lost flag of one hold, shared with its guards.
+/// Deadline and lost flag of one hold, kept inline in the hold.
 pub(crate) struct LeaseState {
     deadline: Mutex<Deadline>,
-    lost: watch::Sender<bool>,
+    lost: AtomicBool,
+    wake: Notify,
 }
 
 impl LeaseState {
-    pub(crate) fn new() -> Arc<Self> {
+    pub(crate) fn new() -> Self {
         let now = Instant::now();
-        Arc::new(LeaseState {
+        LeaseState {
             deadline: Mutex::new(Deadline {
                 sent_at: now,
                 at: now + MAX_LEASE,
             }),
-            lost: watch::Sender::new(false),
-        })
+            lost: AtomicBool::new(false),
+            wake: Notify::new(),
+        }
     }
 
     /// Redis confirmed a command sent at `sent_at` that set the key's TTL to `lease`.
@@ -83,8 +87,11 @@ impl LeaseState {
 
     /// Marks the hold lost; returns true the first time.
     pub(crate) fn mark_lost(&self) -> bool {
-        self.lost
-            .send_if_modified(|lost| !std::mem::replace(lost, true))
+        let first = !self.lost.swap(true, Ordering::AcqRel);
+        if first {
+            self.wake.notify_waiters();
+        }
+        first
     }
 
     pub(crate) fn deadline(&self) -> Instant {
@@ -92,7 +99,7 @@ impl LeaseState {
     }
 
     pub(crate) fn is_lost(&self) -> bool {
-        if *self.lost.borrow() {
+        if self.lost.load(Ordering::Acquire) {
             return true;
         }
         if Instant::now() >= self.deadline() {
@@ -103,12 +110,16 @@ impl LeaseState {
     }
 
     async fn wait_lost(&self) {
-        let mut changes = self.lost.subscribe();
-        while !self.is_lost() {
-            let deadline = self.deadline();
+        loop {
+            let woken = self.wake.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if self.is_lost() {
+                return;
+            }
             tokio::select! {
-                _ = changes.changed() => {}
-                _ = tokio::time::sleep_until(deadline) => {}
+                _ = woken => {}
+                _ = tokio::time::sleep_until(self.deadline()) => {}
             }
         }
     }
@@ -136,29 +147,29 @@ impl LeaseState {
 /// ```
 #[derive(Clone)]
 pub struct LostSignal {
-    state: Arc<LeaseState>,
+    hold: Arc<Hold>,
 }
 
 impl LostSignal {
-    pub(crate) fn new(state: Arc<LeaseState>) -> Self {
-        LostSignal { state }
+    pub(crate) fn new(hold: Arc<Hold>) -> Self {
+        LostSignal { hold }
     }
 
     /// Non-blocking check: true once the lock is known lost or its lease
     /// deadline has passed.
     pub fn is_lost(&self) -> bool {
-        self.state.is_lost()
+        self.hold.lease.is_lost()
     }
 
     /// Completes when the lock is lost.
     pub async fn lost(&self) {
-        self.state.wait_lost().await
+        self.hold.lease.wait_lost().await
     }
 
     /// The instant (monotonic clock) after which the lock counts as lost unless
     /// a renewal is confirmed first.
     pub fn deadline(&self) -> Instant {
-        self.state.deadline()
+        self.hold.lease.deadline()
     }
 }
 
@@ -188,30 +199,29 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn fires_at_the_deadline_unless_renewed() {
         let state = LeaseState::new();
-        let signal = LostSignal::new(state.clone());
         let t0 = Instant::now();
         state.confirm(t0, Duration::from_secs(3));
         tokio::time::advance(Duration::from_secs(2)).await;
-        assert!(!signal.is_lost());
+        assert!(!state.is_lost());
         // A renewal sent at t0+2s moves the deadline to t0+5s ...
         state.confirm(Instant::now(), Duration::from_secs(3));
         // ... and a late confirmation of an older command does not move it back.
         state.confirm(t0, Duration::from_secs(3));
-        signal.lost().await;
+        state.wait_lost().await;
         let lease = Duration::from_secs(3);
         assert_eq!(
             Instant::now(),
             t0 + Duration::from_secs(2) + lease - safety_margin(lease)
         );
-        assert!(signal.is_lost());
+        assert!(state.is_lost());
     }
 
     #[tokio::test]
     async fn mark_lost_wakes_waiters_once() {
-        let state = LeaseState::new();
+        let state = Arc::new(LeaseState::new());
         state.confirm(Instant::now(), Duration::from_secs(60));
-        let signal = LostSignal::new(state.clone());
-        let waiter = tokio::spawn(async move { signal.lost().await });
+        let waiting = state.clone();
+        let waiter = tokio::spawn(async move { waiting.wait_lost().await });
         assert!(state.mark_lost());
         assert!(!state.mark_lost());
         waiter.await.unwrap();

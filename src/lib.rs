@@ -47,6 +47,7 @@ mod config;
 mod error;
 mod guard;
 mod hold;
+mod latch;
 mod lease;
 pub mod naming;
 mod owner;

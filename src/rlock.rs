@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use crate::client::ClientInner;
 use crate::error::{Error, Result};
 use crate::guard::{LockGuard, Unlocked};
-use crate::hold::{Hold, Holds};
+use crate::hold::Hold;
 use crate::lease::lease_millis;
 use crate::naming;
 use crate::pubsub::UNLOCK_MESSAGE;
@@ -43,7 +43,6 @@ use crate::OwnerId;
 pub struct RLock {
     pub(crate) client: Arc<ClientInner>,
     name: Arc<str>,
-    pub(crate) channel: Arc<str>,
     owner: Option<OwnerId>,
 }
 
@@ -80,7 +79,6 @@ pub enum Ttl {
 impl RLock {
     pub(crate) fn new(client: Arc<ClientInner>, name: &str) -> Self {
         RLock {
-            channel: naming::channel_name(name).into(),
             name: name.into(),
             client,
             owner: None,
@@ -93,8 +91,8 @@ impl RLock {
     }
 
     /// The channel on which unlocks of this lock are published.
-    pub fn channel(&self) -> &str {
-        &self.channel
+    pub fn channel(&self) -> String {
+        naming::channel_name(&self.name)
     }
 
     /// The same lock, acting for a fixed owner instead of the current task:
@@ -182,7 +180,7 @@ impl RLock {
             .run(
                 &self.client.redis,
                 self.client.timeout(),
-                &[&self.name, &self.channel],
+                &[&self.name, &self.channel()],
                 vec![UNLOCK_MESSAGE.into(), self.client.publish_command.into()],
             )
             .await
@@ -294,52 +292,66 @@ impl RLock {
         let lease = lease.unwrap_or(self.client.config.lock_watchdog_timeout);
         let lease_ms = lease_millis(lease, "lease")?;
         let field = self.field_of(owner);
-        let (hold, _ops) = self.client.holds.checkout(&self.name, &field, owner).await;
-        let sent_at = Instant::now();
-        let reply = ACQUIRE
-            .run(
-                &self.client.redis,
-                self.client.timeout(),
-                &[&self.name],
-                vec![lease_ms.into(), field.as_str().into()],
-            )
-            .await;
-        let ttl = match reply {
-            Ok(Value::Null) => None,
-            Ok(value) => match script::as_i64(&value) {
-                Some(ttl) => Some(ttl),
-                None => {
+        loop {
+            let hold = self.client.holds.entry(&self.name, owner);
+            let _ops = hold.ops.lock().await;
+            if !self.client.holds.admit(&hold) {
+                continue;
+            }
+            let sent_at = Instant::now();
+            let reply = ACQUIRE
+                .run(
+                    &self.client.redis,
+                    self.client.timeout(),
+                    &[&self.name],
+                    vec![lease_ms.into(), field.as_str().into()],
+                )
+                .await;
+            let ttl = match reply {
+                Ok(Value::Null) => None,
+                Ok(value) => match script::as_i64(&value) {
+                    Some(ttl) => Some(ttl),
+                    None => {
+                        self.client.holds.retire_if_done(&hold);
+                        return Err(script::unexpected("acquire", &value));
+                    }
+                },
+                Err(e) if e.outcome_unknown() => match self.resolve_acquire(&hold, &field, e).await
+                {
+                    Ok(ttl) => ttl,
+                    Err(e) => {
+                        self.client.holds.retire_if_done(&hold);
+                        return Err(e);
+                    }
+                },
+                Err(e) => {
                     self.client.holds.retire_if_done(&hold);
-                    return Err(script::unexpected("acquire", &value));
+                    return Err(self.wrong_type(e));
                 }
-            },
-            Err(e) if e.outcome_unknown() => self.resolve_acquire(&hold, e).await?,
-            Err(e) => {
-                self.client.holds.retire_if_done(&hold);
-                return Err(self.wrong_type(e));
-            }
-        };
-        match ttl {
-            None => {
-                hold.on_acquired(sent_at, lease, watchdog);
-                Ok(Attempt::Acquired(LockGuard::new(
-                    self.clone(),
-                    hold,
-                    watchdog,
-                )))
-            }
-            Some(ttl) => {
-                self.client.holds.retire_if_done(&hold);
-                Ok(Attempt::Held(
-                    (ttl >= 0).then(|| Duration::from_millis(ttl as u64)),
-                ))
-            }
+            };
+            return match ttl {
+                None => {
+                    hold.on_acquired(sent_at, lease, watchdog);
+                    drop(_ops);
+                    Ok(Attempt::Acquired(LockGuard::new(
+                        self.clone(),
+                        hold,
+                        watchdog,
+                    )))
+                }
+                Some(ttl) => {
+                    self.client.holds.retire_if_done(&hold);
+                    Ok(Attempt::Held(
+                        (ttl >= 0).then(|| Duration::from_millis(ttl as u64)),
+                    ))
+                }
+            };
         }
     }
 
     /// The reply to an acquire was lost. Reads the hold count: one more than
     /// ours means the script ran. Returns `None` (acquired) or the lock's TTL.
-    async fn resolve_acquire(&self, hold: &Hold, cause: Error) -> Result<Option<i64>> {
+    async fn resolve_acquire(&self, hold: &Hold, field: &str, cause: Error) -> Result<Option<i64>> {
         let unknown = |e: Error| Error::OutcomeUnknown {
             operation: "acquire",
             name: self.name.to_string(),
@@ -347,7 +359,7 @@ impl RLock {
         };
         let redis = &self.client.redis;
         let count: Option<i64> = self
-            .query(redis.hget(&*self.name, &*hold.field))
+            .query(redis.hget(&*self.name, field))
             .await
             .map_err(unknown)?;
         let count = count.unwrap_or(0);
@@ -383,11 +395,12 @@ impl RLock {
 
     /// Releases one hold recorded in `hold`.
     pub(crate) async fn release(&self, hold: &Arc<Hold>, watchdog: bool) -> Result<Unlocked> {
-        let _ops = Holds::lock_ops(hold).await;
+        let _ops = hold.ops.lock().await;
+        let field = hold.field(&self.client.id);
         if hold.count() == 0 {
             return Err(Error::NotHeld {
                 name: self.name.to_string(),
-                field: hold.field.to_string(),
+                field,
             });
         }
         if hold.lease.is_lost() {
@@ -397,7 +410,7 @@ impl RLock {
             });
         }
         let lease = hold.lease_after_release(watchdog, self.client.config.lock_watchdog_timeout);
-        let mut outcome = self.send_unlock(&hold.field, lease).await;
+        let mut outcome = self.send_unlock(&field, lease).await;
         let left = hold.on_released(watchdog);
         if left == 0 {
             // Redis may count holds this client no longer tracks (re-acquired
@@ -407,7 +420,7 @@ impl RLock {
             let mut extra = 0;
             while matches!(outcome, Ok((Unlocked::StillHeld, _))) && extra < 64 {
                 tracing::warn!(lock = %self.name, "Redis still counts a hold this client released; releasing it");
-                outcome = self.send_unlock(&hold.field, lease).await;
+                outcome = self.send_unlock(&field, lease).await;
                 extra += 1;
             }
         }
@@ -450,6 +463,7 @@ impl RLock {
         let latch_ttl = (config.timeout.as_millis() + config.retry_delay.as_millis())
             .saturating_mul(u128::from(config.retry_attempts.max(1)))
             .clamp(1, crate::lease::MAX_LEASE.as_millis()) as i64;
+        let channel = self.channel();
         let mut attempt = 0;
         let sent_at = Instant::now();
         let reply = loop {
@@ -457,7 +471,7 @@ impl RLock {
                 .run(
                     &self.client.redis,
                     self.client.timeout(),
-                    &[&self.name, &self.channel, &latch],
+                    &[&self.name, &channel, &latch],
                     vec![
                         UNLOCK_MESSAGE.into(),
                         (lease.as_millis() as i64).into(),
@@ -488,12 +502,9 @@ impl RLock {
             }
             _ => return Err(script::unexpected("unlock", &reply)),
         };
-        // The latch only matters while a retry could still come; drop it now
-        // (fire and forget, as Redisson does) instead of waiting for its TTL.
-        let redis = self.client.redis.clone();
-        tokio::spawn(async move {
-            let _: std::result::Result<i64, _> = redis.del(latch).await;
-        });
+        // The latch only matters while a retry could still come; delete it now
+        // (without waiting, as Redisson does) instead of leaving it to its TTL.
+        self.client.latches.discard(latch);
         Ok((unlocked, sent_at))
     }
 }

@@ -52,7 +52,7 @@ pub(crate) async fn acquire(
         return Ok(None);
     };
     let limit = left.min(lock.client.timeout());
-    let subscription = match lock.client.subscriptions.join(&lock.channel, limit).await {
+    let subscription = match lock.client.subscriptions.join(&lock.channel(), limit).await {
         Err(Error::Timeout(_)) if deadline.is_some_and(|d| Instant::now() >= d) => return Ok(None),
         other => other?,
     };

@@ -97,7 +97,7 @@ async fn renew_batch(client: &ClientInner, holds: &[Arc<Hold>], cycle: &mut Cycl
     let keys: Vec<&str> = holds.iter().map(|h| &*h.name).collect();
     let mut args: Vec<Value> = Vec::with_capacity(holds.len() + 1);
     args.push((lease.as_millis() as i64).into());
-    args.extend(holds.iter().map(|h| Value::from(&*h.field)));
+    args.extend(holds.iter().map(|h| Value::from(h.field(&client.id))));
     let sent_at = Instant::now();
     cycle.scripts += 1;
     let reply = RENEW

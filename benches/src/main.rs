@@ -23,6 +23,8 @@ static ALLOC: alloc::Counting = alloc::Counting;
 pub struct Results {
     pub redis_version: String,
     pub duration_ms: u64,
+    /// Runs per cell; the table keeps each cell's median run.
+    pub repetitions: usize,
     pub throughput: Vec<throughput::Row>,
     pub watchdog: Vec<watchdog::Row>,
 }
@@ -52,13 +54,15 @@ async fn main() {
     };
     eprintln!("redis {} at {}", results.redis_version, server.url);
 
+    let reps = if quick { 1 } else { 3 };
+    results.repetitions = reps;
+    let mut jvm = throughput::Jvm::start(&server).await;
     for &c in concurrency {
-        for imp in throughput::Impl::ALL {
-            let row = throughput::run(imp, &server, c, duration).await;
-            eprintln!("{row}");
-            results.throughput.push(row);
-        }
+        results
+            .throughput
+            .extend(throughput::run_all(&server, &mut jvm, c, duration, reps).await);
     }
+    drop(jvm);
     for &n in scales {
         let row = watchdog::run(&server, n).await;
         eprintln!("{row}");

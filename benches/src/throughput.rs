@@ -57,8 +57,41 @@ impl fmt::Display for Row {
     }
 }
 
-pub async fn run(imp: Impl, server: &Server, concurrency: usize, duration: Duration) -> Row {
-    let prefix = format!("bench:{}:{concurrency}", imp as u8);
+/// Runs every implementation `reps` times at this concurrency, interleaved so
+/// that drift on a shared machine spreads evenly, and keeps each one's median
+/// run (by throughput).
+pub async fn run_all(
+    server: &Server,
+    jvm: &mut Jvm,
+    concurrency: usize,
+    duration: Duration,
+    reps: usize,
+) -> Vec<Row> {
+    let mut runs: Vec<Vec<Row>> = Impl::ALL.iter().map(|_| vec![]).collect();
+    for rep in 0..reps {
+        for (k, imp) in Impl::ALL.into_iter().enumerate() {
+            let row = run(imp, server, jvm, concurrency, duration, rep).await;
+            eprintln!("{row}");
+            runs[k].push(row);
+        }
+    }
+    runs.into_iter()
+        .map(|mut rows| {
+            rows.sort_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
+            rows.swap_remove(rows.len() / 2)
+        })
+        .collect()
+}
+
+async fn run(
+    imp: Impl,
+    server: &Server,
+    jvm: &mut Jvm,
+    concurrency: usize,
+    duration: Duration,
+    rep: usize,
+) -> Row {
+    let prefix = format!("bench:{}:{concurrency}:{rep}", imp as u8);
     let (ops, elapsed, mut samples) = match imp {
         Impl::Floor => {
             let floor = Arc::new(Floor::new(server).await);
@@ -109,7 +142,7 @@ pub async fn run(imp: Impl, server: &Server, concurrency: usize, duration: Durat
             })
             .await
         }
-        Impl::JvmRedisson => return jvm(server, &prefix, concurrency, duration).await,
+        Impl::JvmRedisson => return jvm.bench(&prefix, concurrency, duration).await,
     };
     samples.sort_unstable();
     Row {
@@ -229,48 +262,72 @@ impl Floor {
     }
 }
 
-/// JVM Redisson through the interop peer's `bench` command (after a JIT warm-up).
-async fn jvm(server: &Server, prefix: &str, concurrency: usize, duration: Duration) -> Row {
-    let jar = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../tests/interop/java/target/interop-peer-4.7.0.jar"
-    );
-    let mut child = tokio::process::Command::new("java")
-        .args(["-jar", jar, "--url", &server.url])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("java and the interop peer jar (bash .ci/run builds it) are needed");
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    lines.next_line().await.unwrap().expect("READY");
-    let mut call = async |line: String| {
-        stdin
+/// JVM Redisson through the interop peer's `bench` command: one JVM for the
+/// whole run, warmed up (JIT) before each concurrency level's first run.
+pub struct Jvm {
+    _child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    warmed: Vec<usize>,
+}
+
+impl Jvm {
+    pub async fn start(server: &Server) -> Jvm {
+        let jar = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/interop/java/target/interop-peer-4.7.0.jar"
+        );
+        let mut child = tokio::process::Command::new("java")
+            .args(["-jar", jar, "--url", &server.url])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("java and the interop peer jar (bash .ci/run builds it) are needed");
+        let stdin = child.stdin.take().unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        lines.next_line().await.unwrap().expect("READY");
+        Jvm {
+            _child: child,
+            stdin,
+            lines,
+            warmed: vec![],
+        }
+    }
+
+    async fn call(&mut self, line: String) -> String {
+        self.stdin
             .write_all(format!("{line}\n").as_bytes())
             .await
             .unwrap();
-        lines.next_line().await.unwrap().unwrap()
-    };
-    call(format!("w bench {prefix}:warm {concurrency} 2000")).await;
-    let reply = call(format!(
-        "b bench {prefix} {concurrency} {}",
-        duration.as_millis()
-    ))
-    .await;
-    let _ = call("q quit".into()).await;
-    let f: Vec<f64> = reply
-        .split_whitespace()
-        .skip(2)
-        .map(|x| x.parse().unwrap())
-        .collect();
-    Row {
-        implementation: Impl::JvmRedisson.name(),
-        concurrency,
-        ops: f[0] as u64,
-        ops_per_sec: f[0] / (f[1] / 1000.0),
-        p50_us: f[2],
-        p99_us: f[3],
+        self.lines.next_line().await.unwrap().unwrap()
+    }
+
+    async fn bench(&mut self, prefix: &str, concurrency: usize, duration: Duration) -> Row {
+        if !self.warmed.contains(&concurrency) {
+            self.call(format!("w bench {prefix}:warm {concurrency} 2000"))
+                .await;
+            self.warmed.push(concurrency);
+        }
+        let reply = self
+            .call(format!(
+                "b bench {prefix} {concurrency} {}",
+                duration.as_millis()
+            ))
+            .await;
+        let f: Vec<f64> = reply
+            .split_whitespace()
+            .skip(2)
+            .map(|x| x.parse().unwrap())
+            .collect();
+        Row {
+            implementation: Impl::JvmRedisson.name(),
+            concurrency,
+            ops: f[0] as u64,
+            ops_per_sec: f[0] / (f[1] / 1000.0),
+            p50_us: f[2],
+            p99_us: f[3],
+        }
     }
 }
 

@@ -1,0 +1,53 @@
+//! Unlock latches are deleted once their unlock is settled, as Redisson does,
+//! but batched: one `DEL` carries every latch settled while the previous `DEL`
+//! was in flight, so busy clients send far fewer commands than unlocks.
+//! Nothing waits for it; a latch that is not deleted expires with its TTL.
+
+use fred::clients::Client;
+use fred::interfaces::KeysInterface;
+use tokio::sync::mpsc;
+
+use crate::naming;
+
+/// Most latches per `DEL`.
+const BATCH: usize = 512;
+
+pub(crate) struct LatchSweeper {
+    settled: mpsc::UnboundedSender<String>,
+}
+
+impl LatchSweeper {
+    /// Starts the sweeping task; it ends when the sweeper is dropped.
+    pub(crate) fn start(redis: Client, cluster: bool) -> Self {
+        let (settled, rx) = mpsc::unbounded_channel();
+        tokio::spawn(sweep(redis, cluster, rx));
+        LatchSweeper { settled }
+    }
+
+    /// Queues a settled latch key for deletion.
+    pub(crate) fn discard(&self, latch: String) {
+        let _ = self.settled.send(latch);
+    }
+}
+
+async fn sweep(redis: Client, cluster: bool, mut settled: mpsc::UnboundedReceiver<String>) {
+    let mut batch = Vec::with_capacity(BATCH);
+    while settled.recv_many(&mut batch, BATCH).await > 0 {
+        if cluster {
+            // One DEL per hash slot: a multi-key command must stay in one slot.
+            batch.sort_by_cached_key(|key| naming::slot(key));
+            for group in batch.chunk_by(|a, b| naming::slot(a) == naming::slot(b)) {
+                delete(&redis, group.to_vec()).await;
+            }
+        } else {
+            delete(&redis, std::mem::take(&mut batch)).await;
+        }
+        batch.clear();
+    }
+}
+
+async fn delete(redis: &Client, keys: Vec<String>) {
+    if let Err(e) = redis.del::<i64, _>(keys).await {
+        tracing::debug!(error = %e, "deleting unlock latches failed; they expire on their own");
+    }
+}

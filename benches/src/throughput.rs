@@ -70,6 +70,7 @@ pub async fn run_all(
     let mut runs: Vec<Vec<Row>> = Impl::ALL.iter().map(|_| vec![]).collect();
     for rep in 0..reps {
         for (k, imp) in Impl::ALL.into_iter().enumerate() {
+            server.flush().await;
             let row = run(imp, server, jvm, concurrency, duration, rep).await;
             eprintln!("{row}");
             runs[k].push(row);

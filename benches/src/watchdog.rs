@@ -38,14 +38,7 @@ impl fmt::Display for Row {
 pub async fn run(server: &Server, locks: usize) -> Row {
     // Earlier runs leave unlock latches expiring in the background; their
     // expiry would be counted as renewal CPU.
-    let raw = server.raw().await;
-    let _: fred::types::Value = fred::interfaces::ClientLike::custom(
-        &raw,
-        fred::types::CustomCommand::new_static("FLUSHALL", fred::types::ClusterHash::Random, false),
-        Vec::<fred::types::Value>::new(),
-    )
-    .await
-    .unwrap();
+    server.flush().await;
     let mut config = Config::from_url(&server.url);
     // A cycle every 2 s keeps the run short; the work per cycle does not depend on it.
     config.lock_watchdog_timeout = Duration::from_secs(6);

@@ -46,3 +46,23 @@ if wd:
     fig.tight_layout()
     fig.savefig(f"{out}/bench-watchdog.png", dpi=110)
 print("plots written to", out)
+
+ho = results.get("handoff", [])
+if ho:
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    for ax, procs in zip(axes, (1, 4)):
+        names = list(dict.fromkeys(r["implementation"] for r in ho))
+        counts = sorted({r["waiters"] for r in ho if r["processes"] == procs})
+        width = 0.8 / len(names)
+        for k, name in enumerate(names):
+            p50 = [next((r["p50_us"] for r in ho if r["implementation"] == name and r["processes"] == procs and r["waiters"] == n), 0) for n in counts]
+            ax.bar([i + k * width for i in range(len(counts))], p50, width, label=name)
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(counts))])
+        ax.set_xticklabels([f"{n} waiters" for n in counts])
+        ax.set_yscale("log")
+        ax.set_title(f"hand-off latency p50, waiters in {procs} process{'es' if procs > 1 else ''}")
+        ax.set_ylabel("µs (unlock → next holder)")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(f"{out}/bench-handoff.png", dpi=110)
+    print("hand-off plot written")

@@ -10,6 +10,7 @@
 //! starts its own redis-server on a free port; `REDIS_URL` uses another.
 
 mod alloc;
+mod handoff;
 mod server;
 mod throughput;
 mod watchdog;
@@ -26,12 +27,17 @@ pub struct Results {
     /// Runs per cell; the table keeps each cell's median run.
     pub repetitions: usize,
     pub throughput: Vec<throughput::Row>,
+    pub handoff: Vec<handoff::Row>,
     pub watchdog: Vec<watchdog::Row>,
 }
 
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("handoff-worker") {
+        handoff::worker(&args[2..]).await;
+        return;
+    }
     let quick = args.iter().any(|a| a == "--quick");
     let out = args
         .iter()
@@ -63,6 +69,28 @@ async fn main() {
             .extend(throughput::run_all(&server, &mut jvm, c, duration, reps).await);
     }
     drop(jvm);
+    let waiters: &[usize] = if quick {
+        &[1, 100]
+    } else {
+        &[1, 10, 100, 1000]
+    };
+    let budget = if quick {
+        Duration::from_secs(1)
+    } else {
+        Duration::from_secs(4)
+    };
+    for kind in handoff::Kind::ALL {
+        for &processes in &[1, 4] {
+            for &n in waiters {
+                if processes > n {
+                    continue;
+                }
+                let row = handoff::run(&server, kind, n, processes, budget).await;
+                eprintln!("{row}");
+                results.handoff.push(row);
+            }
+        }
+    }
     for &n in scales {
         let row = watchdog::run(&server, n).await;
         eprintln!("{row}");
@@ -71,5 +99,6 @@ async fn main() {
     std::fs::write(&out, serde_json::to_string_pretty(&results).unwrap()).unwrap();
     eprintln!("wrote {out}");
     println!("{}", throughput::table(&results.throughput));
+    println!("{}", handoff::table(&results.handoff));
     println!("{}", watchdog::table(&results.watchdog));
 }

@@ -298,6 +298,10 @@ public final class InteropPeer {
                 need(p, 5, "contend NAME tid ITER INSIDE_KEY COUNTER_KEY");
                 return String.valueOf(contend(p[2], Long.parseLong(p[3]), Long.parseLong(p[4]), p[5], p[6]));
             }
+            case "handoff": {
+                need(p, 3, "handoff NAME WAITERS DEADLINE_UNIX_MS");
+                return handoff(p[2], Integer.parseInt(p[3]), Long.parseLong(p[4]));
+            }
             case "bench": {
                 need(p, 3, "bench PREFIX CONCURRENCY DURATION_MS");
                 return bench(p[2], Integer.parseInt(p[3]), Long.parseLong(p[4]));
@@ -385,5 +389,48 @@ public final class InteropPeer {
         long p50 = total == 0 ? 0 : all[(int) (total * 0.50)] / 1000;
         long p99 = total == 0 ? 0 : all[Math.min(total - 1, (int) (total * 0.99))] / 1000;
         return total + " " + (elapsedNs / 1_000_000L) + " " + p50 + " " + p99;
+    }
+
+    /**
+     * Hand-off: WAITERS threads each wait for NAME once (giving up at the
+     * deadline), stamp the wall clock (µs) when they hold it and again just
+     * before unlocking. Replies "acq:rel acq:rel ..." for those that held it.
+     */
+    private String handoff(String name, int waiters, long deadlineUnixMs) throws Exception {
+        RLock lock = redisson.getLock(name);
+        String[] stamps = new String[waiters];
+        Thread[] threads = new Thread[waiters];
+        for (int i = 0; i < waiters; i++) {
+            final int w = i;
+            threads[i] = new Thread(() -> {
+                try {
+                    long wait = deadlineUnixMs - System.currentTimeMillis();
+                    if (wait > 0 && lock.tryLock(wait, TimeUnit.MILLISECONDS)) {
+                        long acq = micros();
+                        long rel = micros();
+                        lock.unlock();
+                        stamps[w] = acq + ":" + rel;
+                    }
+                } catch (Exception e) {
+                    // counted as not acquired
+                }
+            });
+            threads[i].start();
+        }
+        for (Thread t : threads) {
+            t.join();
+        }
+        StringBuilder out = new StringBuilder();
+        for (String st : stamps) {
+            if (st != null) {
+                out.append(st).append(' ');
+            }
+        }
+        return out.toString().trim();
+    }
+
+    private static long micros() {
+        java.time.Instant now = java.time.Instant.now();
+        return now.getEpochSecond() * 1_000_000L + now.getNano() / 1_000;
     }
 }

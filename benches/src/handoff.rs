@@ -1,0 +1,396 @@
+//! Items 2 and 3: hand-off latency (one holder's unlock until the next waiter
+//! holds the lock) with N waiters spread over 1 or 4 processes, and the Redis
+//! commands each hand-off costs.
+//!
+//! Each waiter acquires once and releases at once; every acquisition and
+//! release is stamped with the wall clock (shared by all processes on the
+//! machine). Hand-off k = acquisition k − release k−1, in acquisition order.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::process::Stdio;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fred::prelude::*;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use crate::server::Server;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Kind {
+    RedissonLock,
+    JvmRedisson,
+    Rslock,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 3] = [Kind::RedissonLock, Kind::JvmRedisson, Kind::Rslock];
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::RedissonLock => "redisson-lock",
+            Kind::JvmRedisson => "Redisson 4.7.0 (JVM)",
+            Kind::Rslock => "rslock 0.10 (polling)",
+        }
+    }
+
+    fn arg(self) -> &'static str {
+        match self {
+            Kind::RedissonLock => "redisson-lock",
+            Kind::JvmRedisson => "jvm",
+            Kind::Rslock => "rslock",
+        }
+    }
+}
+
+#[derive(serde::Serialize)]
+pub struct Row {
+    pub implementation: &'static str,
+    pub waiters: usize,
+    pub processes: usize,
+    pub handoffs: usize,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub acquire_attempts_per_handoff: f64,
+    pub commands_per_handoff: f64,
+}
+
+impl fmt::Display for Row {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:<24} {:>4} waiters / {} proc: {:>4} hand-offs, p50 {:>8.0} us, p99 {:>8.0} us, {:.1} attempts and {:.1} commands per hand-off",
+            self.implementation,
+            self.waiters,
+            self.processes,
+            self.handoffs,
+            self.p50_us,
+            self.p99_us,
+            self.acquire_attempts_per_handoff,
+            self.commands_per_handoff
+        )
+    }
+}
+
+pub fn micros_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64
+}
+
+pub async fn run(
+    server: &Server,
+    kind: Kind,
+    waiters: usize,
+    processes: usize,
+    budget: Duration,
+) -> Row {
+    server.flush().await;
+    let processes = processes.min(waiters);
+    let name = format!("handoff:{}:{waiters}:{processes}", kind.arg());
+    let raw = server.raw().await;
+
+    // The first holder, of the same kind as the waiters (rslock keeps a string key).
+    let ours = redisson_lock::RedissonClient::from_url(&server.url)
+        .await
+        .unwrap();
+    let rslock = rslock::LockManager::new(vec![server.url.clone()]);
+    let (guard, rs_lock) = match kind {
+        Kind::Rslock => (
+            None,
+            Some(
+                rslock
+                    .lock(name.as_bytes(), Duration::from_secs(60))
+                    .await
+                    .unwrap(),
+            ),
+        ),
+        _ => (Some(ours.lock(&name).unwrap().lock().await.unwrap()), None),
+    };
+
+    let mut workers = vec![];
+    for _ in 0..processes {
+        workers.push(Worker::start(kind, server).await);
+    }
+    // Every process is up (JVMs started and warmed up); now the clock starts.
+    let settle = Duration::from_millis(500);
+    let deadline_ms = micros_now() / 1000 + (settle + budget).as_millis() as u64;
+    for (p, worker) in workers.iter_mut().enumerate() {
+        let count = waiters / processes + usize::from(p < waiters % processes);
+        worker.begin(&name, count, deadline_ms).await;
+    }
+    // Let every waiter make its first attempt and start waiting.
+    tokio::time::sleep(settle).await;
+
+    let before = command_stats(&raw).await;
+    let processed_before = processed(&raw).await;
+    let released_at = micros_now();
+    match (guard, rs_lock) {
+        (Some(guard), _) => {
+            guard.unlock().await.unwrap();
+        }
+        (_, Some(lock)) => rslock.unlock(&lock).await,
+        _ => unreachable!(),
+    }
+    let mut stamps: Vec<(u64, u64)> = vec![];
+    for worker in workers {
+        stamps.extend(worker.finish().await);
+    }
+    let after = command_stats(&raw).await;
+    // Minus the one INFO that reads it. Includes the calls inside scripts, so
+    // it compares fairly only between clients running the same scripts.
+    let commands = (processed(&raw).await - processed_before).saturating_sub(1);
+    ours.shutdown().await;
+
+    stamps.sort_unstable();
+    let mut previous = released_at;
+    let mut latencies: Vec<u64> = stamps
+        .iter()
+        .map(|&(acq, rel)| {
+            let handoff = acq.saturating_sub(previous);
+            previous = rel;
+            handoff
+        })
+        .collect();
+    latencies.sort_unstable();
+    let handoffs = stamps.len().max(1) as f64;
+    let delta =
+        |cmd: &str| after.get(cmd).copied().unwrap_or(0) - before.get(cmd).copied().unwrap_or(0);
+    let scripts = delta("evalsha") + delta("eval");
+
+    if std::env::var_os("BENCH_DEBUG").is_some() {
+        let mut d: Vec<_> = after
+            .keys()
+            .map(|k| (k.clone(), delta(k)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        d.sort();
+        eprintln!("{} {waiters}/{processes}: {d:?}", kind.name());
+    }
+    let attempts = match kind {
+        // Every release is one script: the first holder's and each waiter's.
+        Kind::RedissonLock | Kind::JvmRedisson => scripts.saturating_sub(stamps.len() as u64 + 1),
+        Kind::Rslock => delta("set"),
+    };
+    Row {
+        implementation: kind.name(),
+        waiters,
+        processes,
+        handoffs: stamps.len(),
+        p50_us: pick(&latencies, 0.50),
+        p99_us: pick(&latencies, 0.99),
+        acquire_attempts_per_handoff: attempts as f64 / handoffs,
+        commands_per_handoff: commands as f64 / handoffs,
+    }
+}
+
+fn pick(sorted: &[u64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() as f64 * q) as usize).min(sorted.len() - 1)] as f64
+}
+
+/// Commands Redis executed (`total_commands_processed`: client commands and
+/// the calls scripts make).
+async fn processed(raw: &Client) -> u64 {
+    let info: String = raw.info(Some(fred::types::InfoKind::Stats)).await.unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_commands_processed:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Calls per command since the server started (INFO commandstats; this
+/// includes the calls scripts make), without the INFO calls themselves.
+async fn command_stats(raw: &Client) -> HashMap<String, u64> {
+    let info: String = raw
+        .info(Some(fred::types::InfoKind::CommandStats))
+        .await
+        .unwrap();
+    info.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("cmdstat_")?;
+            let (cmd, stats) = rest.split_once(':')?;
+            let calls = stats
+                .strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()?;
+            (cmd != "info").then(|| (cmd.to_string(), calls))
+        })
+        .collect()
+}
+
+/// One process of waiters: this binary in `handoff-worker` mode, or a JVM peer.
+struct Worker {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<BufReader<Box<dyn tokio::io::AsyncRead + Unpin + Send>>>,
+    kind: Kind,
+}
+
+impl Worker {
+    async fn start(kind: Kind, server: &Server) -> Worker {
+        let mut child = if kind == Kind::JvmRedisson {
+            let jar = concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../tests/interop/java/target/interop-peer-4.7.0.jar"
+            );
+            tokio::process::Command::new("java")
+                .args(["-jar", jar, "--url", &server.url])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()
+                .unwrap()
+        } else {
+            tokio::process::Command::new(std::env::current_exe().unwrap())
+                .args(["handoff-worker", kind.arg(), &server.url])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .kill_on_drop(true)
+                .spawn()
+                .unwrap()
+        };
+        let stdin = child.stdin.take().unwrap();
+        let stdout: Box<dyn tokio::io::AsyncRead + Unpin + Send> =
+            Box::new(child.stdout.take().unwrap());
+        let mut lines = BufReader::new(stdout).lines();
+        let empty: Box<dyn tokio::io::AsyncRead + Unpin + Send> = Box::new(tokio::io::empty());
+        let mut worker = Worker {
+            child,
+            stdin,
+            lines: BufReader::new(empty).lines(),
+            kind,
+        };
+        if kind == Kind::JvmRedisson {
+            lines.next_line().await.unwrap().expect("READY");
+            // Warm the JIT on Redisson's lock paths before measuring.
+            worker
+                .stdin
+                .write_all(b"w bench handoff-warm 8 1500\n")
+                .await
+                .unwrap();
+            let warm = lines.next_line().await.unwrap().unwrap_or_default();
+            assert!(warm.starts_with("w OK"), "{warm}");
+        }
+        worker.lines = lines;
+        worker
+    }
+
+    /// Tells the worker to start waiting: `count` waiters on `name` until the deadline.
+    async fn begin(&mut self, name: &str, count: usize, deadline_ms: u64) {
+        let line = match self.kind {
+            Kind::JvmRedisson => format!("h handoff {name} {count} {deadline_ms}\n"),
+            _ => format!("{name} {count} {deadline_ms}\n"),
+        };
+        self.stdin.write_all(line.as_bytes()).await.unwrap();
+        self.stdin.flush().await.unwrap();
+    }
+
+    /// The worker's (acquired, released) stamps in µs since the epoch.
+    async fn finish(mut self) -> Vec<(u64, u64)> {
+        let line = self.lines.next_line().await.unwrap().unwrap_or_default();
+        if let Some(rest) = line.strip_prefix("h ERR") {
+            eprintln!("JVM hand-off worker failed:{rest}");
+        }
+        let _ = self.child.kill().await;
+        let payload = line.trim_start_matches("h OK").trim();
+        payload
+            .split_whitespace()
+            .filter_map(|pair| {
+                let (a, r) = pair.split_once(':')?;
+                Some((a.parse().ok()?, r.parse().ok()?))
+            })
+            .collect()
+    }
+}
+
+/// `handoff-worker <kind> <url>`, then `<name> <count> <deadline_unix_ms>` on
+/// stdin: waits for the lock `count` times concurrently, once each, and prints
+/// the stamps on one line.
+pub async fn worker(args: &[String]) {
+    let (kind, url) = (args[0].as_str(), args[1].clone());
+    // Connect first: the start line comes once every process is up.
+    let ours = match kind {
+        "redisson-lock" => Some(redisson_lock::RedissonClient::from_url(&url).await.unwrap()),
+        _ => None,
+    };
+    let manager = rslock::LockManager::new(vec![url]);
+    let mut line = String::new();
+    BufReader::new(tokio::io::stdin())
+        .read_line(&mut line)
+        .await
+        .unwrap();
+    let mut words = line.split_whitespace();
+    let name = words.next().unwrap().to_string();
+    let count: usize = words.next().unwrap().parse().unwrap();
+    let deadline_ms: u64 = words.next().unwrap().parse().unwrap();
+    let left = move || Duration::from_millis(deadline_ms.saturating_sub(micros_now() / 1000));
+    let mut tasks = vec![];
+    match kind {
+        "redisson-lock" => {
+            let client = ours.expect("connected above");
+            for _ in 0..count {
+                let lock = client.lock(&name).unwrap();
+                tasks.push(tokio::spawn(async move {
+                    let guard = lock.try_lock_for(left()).await.ok()??;
+                    let acq = micros_now();
+                    let rel = micros_now();
+                    guard.unlock().await.ok()?;
+                    Some((acq, rel))
+                }));
+            }
+        }
+        "rslock" => {
+            for _ in 0..count {
+                let (manager, name) = (manager.clone(), name.clone());
+                tasks.push(tokio::spawn(async move {
+                    // rslock has no waiting: retry (its default: 3 tries, up to 200 ms apart) until the deadline.
+                    while !left().is_zero() {
+                        if let Ok(lock) =
+                            manager.lock(name.as_bytes(), Duration::from_secs(60)).await
+                        {
+                            let acq = micros_now();
+                            let rel = micros_now();
+                            manager.unlock(&lock).await;
+                            return Some((acq, rel));
+                        }
+                    }
+                    None
+                }));
+            }
+        }
+        other => panic!("unknown worker kind {other}"),
+    }
+    let mut out = String::new();
+    for task in tasks {
+        if let Ok(Some((a, r))) = task.await {
+            out += &format!("{a}:{r} ");
+        }
+    }
+    println!("{}", out.trim());
+}
+
+pub fn table(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "| implementation | waiters | processes | hand-offs | p50 µs | p99 µs | acquire attempts / hand-off | commands executed / hand-off |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        out += &format!(
+            "| {} | {} | {} | {} | {:.0} | {:.0} | {:.1} | {:.1} |\n",
+            r.implementation,
+            r.waiters,
+            r.processes,
+            r.handoffs,
+            r.p50_us,
+            r.p99_us,
+            r.acquire_attempts_per_handoff,
+            r.commands_per_handoff
+        );
+    }
+    out
+}

@@ -11,3 +11,5 @@ if [ ! -x target/plot-venv/bin/python ]; then
   target/plot-venv/bin/pip install -q matplotlib
 fi
 target/plot-venv/bin/python benches/plot.py target/bench-results.json docs
+cp target/bench-results.json docs/bench-results.json
+python3 benches/report.py docs/bench-results.json docs/benchmarks.md

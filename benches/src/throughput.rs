@@ -17,14 +17,16 @@ pub enum Impl {
     RedissonLock,
     JvmRedisson,
     Rslock,
+    RedissonCrate,
 }
 
 impl Impl {
-    pub const ALL: [Impl; 4] = [
+    pub const ALL: [Impl; 5] = [
         Impl::Floor,
         Impl::RedissonLock,
         Impl::JvmRedisson,
         Impl::Rslock,
+        Impl::RedissonCrate,
     ];
 
     pub fn name(self) -> &'static str {
@@ -33,6 +35,7 @@ impl Impl {
             Impl::RedissonLock => "redisson-lock",
             Impl::JvmRedisson => "Redisson 4.7.0 (JVM)",
             Impl::Rslock => "rslock 0.10",
+            Impl::RedissonCrate => "redisson crate 0.1",
         }
     }
 }
@@ -138,6 +141,26 @@ async fn run(
                             .await
                             .unwrap();
                         manager.unlock(&lock).await;
+                    }
+                }
+            })
+            .await
+        }
+        Impl::RedissonCrate => {
+            // Its pool (10 by default) times out instead of queueing: one connection per worker.
+            let config = redisson::RedissonConfig::single_server(&server.url)
+                .with_pool_size(concurrency.max(10) as u32);
+            let client = redisson::AsyncRedissonClient::new(config).await.unwrap();
+            rust_loop(concurrency, duration, |i| {
+                // One lock object per worker: the crate keeps its hold state per object.
+                let lock = Arc::new(client.get_lock(&format!("{prefix}:{i}")));
+                move || {
+                    let lock = lock.clone();
+                    async move {
+                        lock.lock().await.unwrap();
+                        // Its unlock script returns 0 for "released" and the client
+                        // reports that as `false`; the key is deleted all the same.
+                        let _released_but_reported_false = lock.unlock().await.unwrap();
                     }
                 }
             })

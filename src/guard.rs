@@ -91,9 +91,7 @@ impl LockGuard {
     /// owner no longer holds it.
     pub async fn unlock(mut self) -> Result<Unlocked> {
         self.released = true;
-        self.lock
-            .release_detached(self.hold.clone(), self.watchdog)
-            .await
+        self.lock.release(&self.hold.clone(), self.watchdog).await
     }
 }
 

@@ -159,12 +159,12 @@ impl RLock {
         match self.client.holds.get(&self.name, owner) {
             Some(hold) => {
                 let watchdog = hold.next_release_is_watchdog();
-                self.release_detached(hold, watchdog).await
+                self.release(&hold, watchdog).await
             }
             None => {
                 let field = self.field_of(owner);
                 let lease = self.client.config.lock_watchdog_timeout;
-                self.send_unlock(&field, lease)
+                self.send_unlock(&field, lease, &UnlockRequest::new())
                     .await
                     .map(|(unlocked, _)| unlocked)
             }
@@ -379,22 +379,30 @@ impl RLock {
         Ok(Some(ttl.max(0)))
     }
 
-    /// Releases one hold in a task of its own, so that a caller who stops
-    /// waiting (a timeout around `unlock()`) cannot leave the hold half-released
-    /// and renewed forever.
-    pub(crate) async fn release_detached(
-        &self,
-        hold: Arc<Hold>,
-        watchdog: bool,
-    ) -> Result<Unlocked> {
-        let lock = self.clone();
-        tokio::spawn(async move { lock.release(&hold, watchdog).await })
-            .await
-            .map_err(|_| Error::Shutdown)?
+    /// Releases one hold recorded in `hold`. Safe to cancel: the unlock's
+    /// request id is fixed before anything is sent, and if the caller stops
+    /// waiting (a timeout around `unlock()`), a background task finishes the
+    /// same request; the latch replays it if it already ran, so a hold is never
+    /// released twice nor left half-released and renewed forever.
+    pub(crate) async fn release(&self, hold: &Arc<Hold>, watchdog: bool) -> Result<Unlocked> {
+        let request = UnlockRequest::new();
+        let finish = FinishOnDrop::new(Unfinished::Release {
+            lock: self.clone(),
+            hold: hold.clone(),
+            watchdog,
+            request: request.clone(),
+        });
+        let outcome = self.release_with(hold, watchdog, &request).await;
+        finish.disarm();
+        outcome
     }
 
-    /// Releases one hold recorded in `hold`.
-    pub(crate) async fn release(&self, hold: &Arc<Hold>, watchdog: bool) -> Result<Unlocked> {
+    async fn release_with(
+        &self,
+        hold: &Arc<Hold>,
+        watchdog: bool,
+        request: &UnlockRequest,
+    ) -> Result<Unlocked> {
         let _ops = hold.ops.lock().await;
         let field = hold.field(&self.client.id);
         if hold.count() == 0 {
@@ -410,7 +418,7 @@ impl RLock {
             });
         }
         let lease = hold.lease_after_release(watchdog, self.client.config.lock_watchdog_timeout);
-        let mut outcome = self.send_unlock(&field, lease).await;
+        let mut outcome = self.send_unlock(&field, lease, request).await;
         let left = hold.on_released(watchdog);
         if left == 0 {
             // Redis may count holds this client no longer tracks (re-acquired
@@ -420,7 +428,7 @@ impl RLock {
             let mut extra = 0;
             while matches!(outcome, Ok((Unlocked::StillHeld, _))) && extra < 64 {
                 tracing::warn!(lock = %self.name, "Redis still counts a hold this client released; releasing it");
-                outcome = self.send_unlock(&field, lease).await;
+                outcome = self.send_unlock(&field, lease, &UnlockRequest::new()).await;
                 extra += 1;
             }
         }
@@ -441,6 +449,35 @@ impl RLock {
         outcome.map(|(unlocked, _)| unlocked)
     }
 
+    /// An acquire attempt of `owner` was abandoned while in flight (its caller
+    /// dropped the waiting future). Reads the hold count: one more than this
+    /// client accounts for means the script ran, and that hold is given back.
+    /// The read is ordered after the abandoned script on the same connection.
+    pub(crate) async fn settle_abandoned_acquire(&self, owner: OwnerId) {
+        let Some(hold) = self.client.holds.get(&self.name, owner) else {
+            return; // it never got as far as sending anything
+        };
+        let _ops = hold.ops.lock().await;
+        let field = hold.field(&self.client.id);
+        let count: Result<Option<i64>> = self
+            .query(self.client.redis.hget(&*self.name, &field))
+            .await;
+        match count {
+            Ok(count) if count.unwrap_or(0) == i64::from(hold.count()) + 1 => {
+                let lease =
+                    hold.lease_after_release(false, self.client.config.lock_watchdog_timeout);
+                if let Err(e) = self.send_unlock(&field, lease, &UnlockRequest::new()).await {
+                    tracing::warn!(lock = %self.name, error = %e, "giving back an abandoned acquire failed; it expires with its lease");
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(lock = %self.name, error = %e, "could not settle an abandoned acquire; it expires with its lease if it ran");
+            }
+        }
+        self.client.holds.retire_if_done(&hold);
+    }
+
     /// Drops one hold locally without telling Redis (no runtime, or lost).
     pub(crate) fn forget(&self, hold: &Arc<Hold>, watchdog: bool) {
         self.forget_locked(hold, watchdog)
@@ -453,19 +490,23 @@ impl RLock {
 
     /// Sends the unlock script for `field`. A lost reply is retried with the
     /// same latch key, so a retry replays the first outcome instead of
-    /// releasing twice. Returns the outcome and when the first attempt was
-    /// sent: a replayed reply describes an execution no earlier than that.
-    async fn send_unlock(&self, field: &str, lease: Duration) -> Result<(Unlocked, Instant)> {
+    /// releasing twice. Returns the outcome and when the request started: a
+    /// replayed reply describes an execution no earlier than that.
+    async fn send_unlock(
+        &self,
+        field: &str,
+        lease: Duration,
+        request: &UnlockRequest,
+    ) -> Result<(Unlocked, Instant)> {
         let config = &self.client.config;
-        let request_id = format!("{:032x}", rand::random::<u128>());
-        let latch = naming::latch_name(&self.name, &request_id);
+        let latch = naming::latch_name(&self.name, &request.id);
         // Long enough to outlive every retry (Redisson: (timeout + delay) * attempts).
         let latch_ttl = (config.timeout.as_millis() + config.retry_delay.as_millis())
             .saturating_mul(u128::from(config.retry_attempts.max(1)))
             .clamp(1, crate::lease::MAX_LEASE.as_millis()) as i64;
         let channel = self.channel();
         let mut attempt = 0;
-        let sent_at = Instant::now();
+        let sent_at = request.started;
         let reply = loop {
             let reply = UNLOCK
                 .run(
@@ -515,5 +556,87 @@ impl std::fmt::Debug for RLock {
             .field("name", &self.name)
             .field("owner", &self.owner)
             .finish()
+    }
+}
+
+/// One unlock request: its latch id, fixed before anything is sent, and when
+/// it started (the earliest its script can have run).
+#[derive(Clone)]
+pub(crate) struct UnlockRequest {
+    id: String,
+    started: Instant,
+}
+
+impl UnlockRequest {
+    fn new() -> Self {
+        UnlockRequest {
+            id: format!("{:032x}", rand::random::<u128>()),
+            started: Instant::now(),
+        }
+    }
+}
+
+/// An operation whose caller may stop waiting before it completes.
+pub(crate) enum Unfinished {
+    /// An acquire attempt: settle whether it ran, and give the lock back if so.
+    Acquire { lock: RLock, owner: OwnerId },
+    /// An unlock: finish the same request (replayed through its latch).
+    Release {
+        lock: RLock,
+        hold: Arc<Hold>,
+        watchdog: bool,
+        request: UnlockRequest,
+    },
+}
+
+/// Finishes, in the background, an operation whose caller stopped waiting:
+/// armed while the operation is in flight, disarmed once it completed.
+pub(crate) struct FinishOnDrop(Option<Unfinished>);
+
+impl FinishOnDrop {
+    pub(crate) fn new(operation: Unfinished) -> Self {
+        FinishOnDrop(Some(operation))
+    }
+
+    /// The operation completed; nothing to finish.
+    pub(crate) fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for FinishOnDrop {
+    fn drop(&mut self) {
+        let Some(pending) = self.0.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            if let Unfinished::Release {
+                lock,
+                hold,
+                watchdog,
+                ..
+            } = pending
+            {
+                lock.forget(&hold, watchdog);
+            }
+            return;
+        };
+        match pending {
+            Unfinished::Acquire { lock, owner } => {
+                runtime.spawn(async move { lock.settle_abandoned_acquire(owner).await });
+            }
+            Unfinished::Release {
+                lock,
+                hold,
+                watchdog,
+                request,
+            } => {
+                runtime.spawn(async move {
+                    if let Err(e) = lock.release_with(&hold, watchdog, &request).await {
+                        tracing::warn!(lock = %hold.name, error = %e, "finishing an abandoned unlock failed");
+                    }
+                });
+            }
+        }
     }
 }

@@ -6,19 +6,18 @@
 //!
 //! Trying again after joining closes the race with an unlock that happened
 //! before the subscription existed, and never sleeping past the TTL bounds
-//! the cost of a lost message to one TTL. Each attempt runs in its own task:
-//! if the caller drops the waiting future while an attempt is in flight and
-//! the attempt then succeeds, the new guard is dropped there and the lock is
-//! released, so no cancelled waiter keeps a lock.
+//! the cost of a lost message to one TTL. If the caller drops the waiting
+//! future while an attempt is in flight, a background task reads the hold
+//! count (ordered after the abandoned script on the same connection) and gives
+//! the lock back if the attempt took it, so no cancelled waiter keeps a lock.
 
 use std::time::Duration;
 
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
-use crate::rlock::{Attempt, RLock};
+use crate::rlock::{Attempt, FinishOnDrop, RLock, Unfinished};
 use crate::OwnerId;
 
 /// How long an acquire may wait.
@@ -86,14 +85,14 @@ fn time_left(deadline: Option<Instant>) -> Option<Duration> {
     }
 }
 
-/// One acquire attempt, run to completion in its own task (see module docs).
+/// One acquire attempt. If the caller drops the waiting future while the
+/// attempt is in flight, a background task settles it (see module docs).
 async fn attempt(lock: &RLock, owner: OwnerId, lease: Option<Duration>) -> Result<Attempt> {
-    let (reply, result) = oneshot::channel();
-    let lock = lock.clone();
-    tokio::spawn(async move {
-        // If the caller is gone, `send` hands the guard back and dropping it
-        // releases the lock.
-        let _ = reply.send(lock.acquire_once(owner, lease).await);
+    let finish = FinishOnDrop::new(Unfinished::Acquire {
+        lock: lock.clone(),
+        owner,
     });
-    result.await.map_err(|_| Error::Shutdown)?
+    let outcome = lock.acquire_once(owner, lease).await;
+    finish.disarm();
+    outcome
 }

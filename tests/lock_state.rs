@@ -197,20 +197,47 @@ async fn force_unlock_deletes_publishes_and_tells_local_holders() {
 }
 
 #[tokio::test]
-async fn an_unlock_whose_caller_stops_waiting_still_releases() {
+async fn an_unlock_whose_caller_stops_waiting_is_finished_once() {
     let server = RedisServer::start().await;
-    let client = client(&server, Duration::from_secs(30)).await;
+    let proxy = Proxy::start(server.port).await;
+    let raw = server.raw().await;
+    let client =
+        redisson_lock::RedissonClient::connect(config(&proxy.url(), Duration::from_secs(30)))
+            .await
+            .unwrap();
     let lock = client.lock("abandoned").unwrap();
-    let mut events = Observer::new(&server, &["redisson_lock__channel:{abandoned}"], &[]).await;
-    let guard = lock.lock().await.unwrap();
+    // Warm the script cache so the unlock runs on its first send.
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    let outer = lock.lock().await.unwrap();
+    let inner = lock.lock().await.unwrap();
+    let field = inner.field();
+
+    // The partial unlock runs on Redis (2 -> 1) but its reply is held back,
+    // and the caller gives up on it (as a timeout around `unlock()` would).
+    proxy.stall_replies();
     {
-        // As if wrapped in a timeout that fired at once.
-        let unlock = guard.unlock();
+        let unlock = inner.unlock();
         futures::pin_mut!(unlock);
-        assert!(futures::FutureExt::now_or_never(unlock.as_mut()).is_none());
+        within("the abandoned unlock runs on Redis", async {
+            loop {
+                tokio::select! {
+                    biased;
+                    _ = unlock.as_mut() => panic!("the unlock cannot complete while replies are stalled"),
+                    _ = tokio::time::sleep(Duration::from_millis(5)) => {}
+                }
+                let count: Option<String> = raw.hget("abandoned", &field).await.unwrap();
+                if count.as_deref() == Some("1") {
+                    return;
+                }
+            }
+        })
+        .await;
     }
-    assert_eq!(events.next().await.1, "0");
-    assert!(!lock.is_locked().await.unwrap());
+    proxy.resume_replies();
+    // Finished in the background with the same request: replayed through the
+    // latch, not applied twice. The outer hold still releases normally.
+    assert_eq!(outer.unlock().await.unwrap(), Unlocked::Released);
+    assert_eq!(raw.exists::<i64, _>("abandoned").await.unwrap(), 0);
     assert_eq!(client.held_locks(), 0);
 }
 

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use common::*;
 use fred::prelude::*;
-use futures::FutureExt;
 
 #[tokio::test]
 async fn a_waiter_in_another_client_is_woken_by_the_unlock_message() {
@@ -101,18 +100,41 @@ async fn a_dropped_waiter_leaves_no_subscription_behind() {
 #[tokio::test]
 async fn a_waiter_dropped_while_its_attempt_succeeds_releases_the_lock() {
     let server = RedisServer::start().await;
-    let a = client(&server, Duration::from_secs(30)).await;
+    let proxy = Proxy::start(server.port).await;
+    let raw = server.raw().await;
+    let a = redisson_lock::RedissonClient::connect(config(&proxy.url(), Duration::from_secs(30)))
+        .await
+        .unwrap();
     let lock = a.lock("cancelled").unwrap();
     let mut events = Observer::new(&server, &["redisson_lock__channel:{cancelled}"], &[]).await;
+    // Warm the script cache so the acquire runs on its first send.
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    assert_eq!(events.next().await.1, "0");
+
+    // The acquire reaches Redis and runs, but its reply is held back ...
+    proxy.stall_replies();
     {
-        // First poll sends the acquire; dropping the future abandons it mid-flight.
         let pending = lock.lock();
         futures::pin_mut!(pending);
-        assert!(pending.as_mut().now_or_never().is_none());
+        within("the abandoned acquire runs on Redis", async {
+            loop {
+                tokio::select! {
+                    biased;
+                    _ = pending.as_mut() => panic!("the acquire cannot complete while replies are stalled"),
+                    _ = tokio::time::sleep(Duration::from_millis(5)) => {}
+                }
+                if raw.exists::<i64, _>("cancelled").await.unwrap() == 1 {
+                    return;
+                }
+            }
+        })
+        .await;
+        // ... and the caller gives up on it here.
     }
-    // The attempt ran, took the free lock, found nobody waiting for it and released it.
+    proxy.resume_replies();
+    // The lock it took is given back: deleted, and `0` published.
     assert_eq!(events.next().await.1, "0");
-    assert!(!lock.is_locked().await.unwrap());
+    assert_eq!(raw.exists::<i64, _>("cancelled").await.unwrap(), 0);
     assert_eq!(a.held_locks(), 0);
 }
 

@@ -250,6 +250,7 @@ pub struct Proxy {
     pub port: u16,
     drop_reply: Arc<AtomicBool>,
     dropped: Arc<parking_lot::Mutex<Vec<String>>>,
+    stalled: tokio::sync::watch::Sender<bool>,
 }
 
 impl Proxy {
@@ -259,14 +260,16 @@ impl Proxy {
         let drop_reply = Arc::new(AtomicBool::new(false));
         let dropped = Arc::new(parking_lot::Mutex::new(vec![]));
         let (flag, log) = (drop_reply.clone(), dropped.clone());
+        let stalled = tokio::sync::watch::Sender::new(false);
+        let stall = stalled.subscribe();
         tokio::spawn(async move {
             while let Ok((inbound, _)) = listener.accept().await {
-                let (flag, log) = (flag.clone(), log.clone());
+                let (flag, log, stall) = (flag.clone(), log.clone(), stall.clone());
                 tokio::spawn(async move {
                     let Ok(outbound) = TcpStream::connect(("127.0.0.1", upstream)).await else {
                         return;
                     };
-                    pump(inbound, outbound, flag, log).await;
+                    pump(inbound, outbound, flag, log, stall).await;
                 });
             }
         });
@@ -274,6 +277,7 @@ impl Proxy {
             port,
             drop_reply,
             dropped,
+            stalled,
         }
     }
 
@@ -283,6 +287,16 @@ impl Proxy {
 
     pub fn drop_next_reply(&self) {
         self.drop_reply.store(true, Ordering::SeqCst);
+    }
+
+    /// Holds back every reply from the server (requests still go through)
+    /// until `resume_replies`.
+    pub fn stall_replies(&self) {
+        self.stalled.send_replace(true);
+    }
+
+    pub fn resume_replies(&self) {
+        self.stalled.send_replace(false);
     }
 
     /// The replies swallowed so far, as text.
@@ -296,6 +310,7 @@ async fn pump(
     outbound: TcpStream,
     drop_reply: Arc<AtomicBool>,
     dropped: Arc<parking_lot::Mutex<Vec<String>>>,
+    mut stall: tokio::sync::watch::Receiver<bool>,
 ) {
     let (mut in_r, mut in_w) = inbound.into_split();
     let (mut out_r, mut out_w) = outbound.into_split();
@@ -317,6 +332,9 @@ async fn pump(
         match out_r.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => {
+                if stall.wait_for(|stalled| !stalled).await.is_err() {
+                    break;
+                }
                 if drop_reply.swap(false, Ordering::SeqCst) {
                     dropped
                         .lock()

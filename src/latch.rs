@@ -1,6 +1,7 @@
 //! Unlock latches are deleted once their unlock is settled, as Redisson does,
-//! but batched: one `DEL` carries every latch settled while the previous `DEL`
-//! was in flight, so busy clients send far fewer commands than unlocks.
+//! but batched: one `DEL` carries every latch settled within a couple of
+//! milliseconds (or while the previous `DEL` was in flight), so a client sends
+//! far fewer commands than unlocks.
 //! Nothing waits for it; a latch that is not deleted expires with its TTL.
 
 use fred::clients::Client;
@@ -11,6 +12,8 @@ use crate::naming;
 
 /// Most latches per `DEL`.
 const BATCH: usize = 512;
+/// How long settled latches gather before a `DEL`.
+const GATHER: std::time::Duration = std::time::Duration::from_millis(2);
 
 pub(crate) struct LatchSweeper {
     settled: mpsc::UnboundedSender<String>,
@@ -33,6 +36,15 @@ impl LatchSweeper {
 async fn sweep(redis: Client, cluster: bool, mut settled: mpsc::UnboundedReceiver<String>) {
     let mut batch = Vec::with_capacity(BATCH);
     while settled.recv_many(&mut batch, BATCH).await > 0 {
+        // Gather a little longer so that, even at low rates, one DEL carries
+        // several latches instead of trailing every unlock.
+        tokio::time::sleep(GATHER).await;
+        while batch.len() < BATCH {
+            match settled.try_recv() {
+                Ok(latch) => batch.push(latch),
+                Err(_) => break,
+            }
+        }
         if cluster {
             // One DEL per hash slot: a multi-key command must stay in one slot.
             batch.sort_by_cached_key(|key| naming::slot(key));

@@ -82,8 +82,8 @@ raw results are in [bench-results.json](bench-results.json), and
 * **Throughput cells.** Each cell runs {r['repetitions']} times for {r['duration_ms'] // 1000} s.
   The implementations take turns, and `FLUSHALL` runs before each run. The table keeps each
   cell's median run.
-* **Noise.** Whole runs still differ: the redisson-lock / floor ratio was 0.72–0.90x from one run
-  of this harness to the next.
+* **Noise.** Whole runs still differ: between full runs the redisson-lock / floor ratio moves
+  by about ±0.1 at each level.
 
 Reproduce with `bash benches/run.sh`:
 
@@ -115,24 +115,28 @@ unlock pair.
 Against the targets, at equal concurrency:
 
 {targets}
-What the evidence says about the gaps:
+What the evidence says, and what closed the gaps:
 
-* **Our own cost over the floor** is mostly the two task spawns per lock + unlock.
-  * They make both operations safe to cancel: a `lock()` or `unlock()` future that is dropped
-    still runs to completion and releases whatever it took.
-  * In an experiment (not kept), both spawns were replaced by inline calls. The ratio was then
-    0.84–1.12x across the three levels, within the noise.
-  * On 2 cores the client competes with Redis for CPU, so the spawns, the hold table and the
-    per-operation allocations show up.
-* **Two changes already narrowed the gap.** Both were measured with this harness. Together they
-  took concurrency 16 and 256 from 0.67x / 0.61x to the range above.
-  * Unlock latches are deleted in batches, one `DEL` per batch. Redisson sends one `DEL` per
-    unlock.
+* **What our code does beyond the floor, on each lock + unlock:**
+  * the hold-table bookkeeping: one small allocation, a map insert and a remove;
+  * formatting the owner field, the channel name and the latch key;
+  * a latch deletion shared with other unlocks.
+* **The remaining differences are within the noise.** At 256 tasks on 2 cores the client
+  competes with Redis for CPU, so that bookkeeping shows most there. Between full runs the
+  ratio moves by about ±0.1.
+* **Four changes closed most of the gap.** Each was measured in this harness. Together they
+  took the ratio from 0.87x / 0.67x / 0.61x at 1 / 16 / 256 to the figures above.
+  * Unlock latches are deleted in batches: one `DEL` per 2 ms of unlocks. Redisson sends one
+    `DEL` per unlock.
+    * Alone, this moved concurrency 1 from about 0.72x to parity in repeated quick runs.
   * Holds are slimmer (see item 4).
-* **At concurrency 1, latency sets the limit.** One lock + unlock is two round trips, and fred
-  adds about 100 µs per command on this machine. The floor, with none of our code around it, is
-  {ops(1, 'floor') / ops(1, 'Redisson'):.2f}x Redisson, so every microsecond of our own shows up
-  in this ratio.
+  * Acquire and unlock no longer spawn a task each. They stay safe to cancel:
+    * an abandoned acquire is settled in the background by reading the hold count;
+    * an abandoned unlock is finished with its own request id, which the latch replays.
+    * This moved concurrency 16 and 256 from about 0.8x to the figures above.
+* **Against Redisson, the floor itself is
+  {ops(1, 'floor') / ops(1, 'Redisson'):.2f}x at concurrency 1.** One lock + unlock is two round
+  trips, and fred adds about 100 µs per command on this machine.
 * **rslock's lead does not come from its lock logic.**
   * It sends `SET NX PX` plus a one-key `DEL` script through redis-rs, whose multiplexed
     connection batches the writes of concurrent tasks.

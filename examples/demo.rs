@@ -165,6 +165,8 @@ async fn java_worker(
     let io = |e: std::io::Error| redisson_lock::Error::Connection(format!("JVM peer: {e}"));
     let mut child = tokio::process::Command::new("java")
         .args([
+            "-XX:-UsePerfData",
+            "-Xlog:all=warning:stderr",
             "-jar",
             &jar,
             "--url",
@@ -179,7 +181,12 @@ async fn java_worker(
         .map_err(io)?;
     let mut stdin = child.stdin.take().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let ready = lines.next_line().await.map_err(io)?.unwrap_or_default();
+    let mut ready = String::new();
+    while !ready.starts_with("READY") {
+        ready = lines.next_line().await.map_err(io)?.ok_or_else(|| {
+            redisson_lock::Error::Connection("JVM peer exited before READY".into())
+        })?;
+    }
     let version = ready.split_whitespace().nth(2).unwrap_or("?").to_string();
     clock.say(
         "java",

@@ -240,7 +240,14 @@ impl Worker {
                 "/../tests/interop/java/target/interop-peer-4.7.0.jar"
             );
             tokio::process::Command::new("java")
-                .args(["-jar", jar, "--url", &server.url])
+                .args([
+                    "-XX:-UsePerfData",
+                    "-Xlog:all=warning:stderr",
+                    "-jar",
+                    jar,
+                    "--url",
+                    &server.url,
+                ])
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .kill_on_drop(true)

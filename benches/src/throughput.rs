@@ -302,7 +302,14 @@ impl Jvm {
             "/../tests/interop/java/target/interop-peer-4.7.0.jar"
         );
         let mut child = tokio::process::Command::new("java")
-            .args(["-jar", jar, "--url", &server.url])
+            .args([
+                "-XX:-UsePerfData",
+                "-Xlog:all=warning:stderr",
+                "-jar",
+                jar,
+                "--url",
+                &server.url,
+            ])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .kill_on_drop(true)

@@ -62,6 +62,7 @@ impl JavaPeer {
     pub async fn start(profile: &str, version: &str, url: &str, watchdog_ms: u64) -> JavaPeer {
         let jar = jar(profile, version);
         let mut child = Command::new("java")
+            .args(["-XX:-UsePerfData", "-Xlog:all=warning:stderr"])
             .arg("-jar")
             .arg(&jar)
             .args(["--url", url, "--watchdog-ms", &watchdog_ms.to_string()])
@@ -73,10 +74,18 @@ impl JavaPeer {
             .expect("JVM interop needs java on PATH");
         let stdin = child.stdin.take().unwrap();
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let ready = within("JVM peer READY", lines.next_line())
-            .await
-            .unwrap()
-            .expect("peer exited");
+        // The JVM itself may print a line before ours (its logging goes to
+        // stderr, but be safe): wait for the protocol's READY line.
+        let ready = within("JVM peer READY", async {
+            loop {
+                let line = lines.next_line().await.unwrap().expect("peer exited");
+                if line.starts_with("READY ") {
+                    return line;
+                }
+                eprintln!("JVM peer: {line}");
+            }
+        })
+        .await;
         let mut words = ready.split_whitespace();
         assert_eq!(words.next(), Some("READY"), "{ready}");
         let client_id = words.next().unwrap().to_string();

@@ -78,11 +78,15 @@ impl Error {
         let details = err.details().to_string();
         match err.kind() {
             ErrorKind::Timeout => Error::Timeout(timeout),
-            ErrorKind::IO | ErrorKind::Canceled | ErrorKind::Backpressure => {
+            // Routing: fred found no connection to send it on (the server is down).
+            ErrorKind::IO | ErrorKind::Canceled | ErrorKind::Backpressure | ErrorKind::Routing => {
                 Error::Connection(details)
             }
             ErrorKind::Auth => Error::Auth(details),
             ErrorKind::Url | ErrorKind::Config => Error::Config(details),
+            // fred 10 reports "no connection to write to" as Unknown with this
+            // text (router/commands.rs); it is a connection failure.
+            _ if details.starts_with("Failed to route command") => Error::Connection(details),
             _ if details.contains("NOAUTH") || details.contains("WRONGPASS") => {
                 Error::Auth(details)
             }

@@ -218,19 +218,14 @@ async fn an_unlock_whose_caller_stops_waiting_is_finished_once() {
     {
         let unlock = inner.unlock();
         futures::pin_mut!(unlock);
-        within("the abandoned unlock runs on Redis", async {
-            loop {
-                tokio::select! {
-                    biased;
-                    _ = unlock.as_mut() => panic!("the unlock cannot complete while replies are stalled"),
-                    _ = tokio::time::sleep(Duration::from_millis(5)) => {}
-                }
+        drive_until(
+            "the abandoned unlock runs on Redis",
+            &mut unlock,
+            || async {
                 let count: Option<String> = raw.hget("abandoned", &field).await.unwrap();
-                if count.as_deref() == Some("1") {
-                    return;
-                }
-            }
-        })
+                count.as_deref() == Some("1")
+            },
+        )
         .await;
     }
     proxy.resume_replies();

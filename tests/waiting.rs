@@ -116,18 +116,11 @@ async fn a_waiter_dropped_while_its_attempt_succeeds_releases_the_lock() {
     {
         let pending = lock.lock();
         futures::pin_mut!(pending);
-        within("the abandoned acquire runs on Redis", async {
-            loop {
-                tokio::select! {
-                    biased;
-                    _ = pending.as_mut() => panic!("the acquire cannot complete while replies are stalled"),
-                    _ = tokio::time::sleep(Duration::from_millis(5)) => {}
-                }
-                if raw.exists::<i64, _>("cancelled").await.unwrap() == 1 {
-                    return;
-                }
-            }
-        })
+        drive_until(
+            "the abandoned acquire runs on Redis",
+            &mut pending,
+            || async { raw.exists::<i64, _>("cancelled").await.unwrap() == 1 },
+        )
         .await;
         // ... and the caller gives up on it here.
     }

@@ -235,24 +235,7 @@ struct Worker {
 impl Worker {
     async fn start(kind: Kind, server: &Server) -> Worker {
         let mut child = if kind == Kind::JvmRedisson {
-            let jar = concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../tests/interop/java/target/interop-peer-4.7.0.jar"
-            );
-            tokio::process::Command::new("java")
-                .args([
-                    "-XX:-UsePerfData",
-                    "-Xlog:all=warning:stderr",
-                    "-jar",
-                    jar,
-                    "--url",
-                    &server.url,
-                ])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .kill_on_drop(true)
-                .spawn()
-                .unwrap()
+            server.jvm_peer()
         } else {
             tokio::process::Command::new(std::env::current_exe().unwrap())
                 .args(["handoff-worker", kind.arg(), &server.url])

@@ -48,6 +48,29 @@ impl Server {
         }
     }
 
+    /// The JVM Redisson peer (tests/interop/java), connected to this server,
+    /// with stdin and stdout piped. The JVM's own warnings go to stderr.
+    pub fn jvm_peer(&self) -> tokio::process::Child {
+        let jar = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/interop/java/target/interop-peer-4.7.0.jar"
+        );
+        tokio::process::Command::new("java")
+            .args([
+                "-XX:-UsePerfData",
+                "-Xlog:all=warning:stderr",
+                "-jar",
+                jar,
+                "--url",
+                &self.url,
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("java and the interop peer jar (bash .ci/run builds it) are needed")
+    }
+
     pub async fn raw(&self) -> Client {
         let client = Builder::from_config(Config::from_url(&self.url).unwrap())
             .build()

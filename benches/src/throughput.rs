@@ -297,24 +297,7 @@ pub struct Jvm {
 
 impl Jvm {
     pub async fn start(server: &Server) -> Jvm {
-        let jar = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../tests/interop/java/target/interop-peer-4.7.0.jar"
-        );
-        let mut child = tokio::process::Command::new("java")
-            .args([
-                "-XX:-UsePerfData",
-                "-Xlog:all=warning:stderr",
-                "-jar",
-                jar,
-                "--url",
-                &server.url,
-            ])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("java and the interop peer jar (bash .ci/run builds it) are needed");
+        let mut child = server.jvm_peer();
         let stdin = child.stdin.take().unwrap();
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         lines.next_line().await.unwrap().expect("READY");

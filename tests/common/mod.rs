@@ -29,6 +29,32 @@ pub async fn within<T>(what: &str, f: impl std::future::Future<Output = T>) -> T
         .unwrap_or_else(|_| panic!("{what}: still waiting after {HANG:?}"))
 }
 
+/// Keeps polling `pending` (which must not complete) until `reached` says the
+/// state on Redis shows its effect, then returns with it still pending, so that
+/// the caller can drop it mid-flight.
+pub async fn drive_until<F, C>(
+    what: &str,
+    pending: &mut std::pin::Pin<&mut F>,
+    mut reached: impl FnMut() -> C,
+) where
+    F: std::future::Future,
+    C: std::future::Future<Output = bool>,
+{
+    within(what, async {
+        loop {
+            tokio::select! {
+                biased;
+                _ = pending.as_mut() => panic!("{what}: completed while replies are stalled"),
+                _ = tokio::time::sleep(Duration::from_millis(5)) => {}
+            }
+            if reached().await {
+                return;
+            }
+        }
+    })
+    .await
+}
+
 pub fn free_port() -> u16 {
     StdListener::bind("127.0.0.1:0")
         .unwrap()

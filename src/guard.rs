@@ -86,9 +86,13 @@ impl LockGuard {
 
     /// Releases this hold. The last release of a lock deletes it and publishes
     /// the unlock message. The release runs to completion even if this future
-    /// is dropped (a timeout around it, say). Fails with [`crate::Error::LockLost`] if the lock
-    /// was lost meanwhile, or [`crate::Error::NotHeld`] if Redis says this
-    /// owner no longer holds it.
+    /// is dropped (a timeout around it, say).
+    ///
+    /// Fails with [`crate::Error::LockLost`] if the lock was lost meanwhile, or
+    /// [`crate::Error::NotHeld`] if Redis says this owner no longer holds it.
+    /// If Redis counts more holds for this owner than the client recorded (an
+    /// acquire whose outcome could not be resolved), the last release returns
+    /// [`Unlocked::StillHeld`] and gives those back in the background.
     pub async fn unlock(mut self) -> Result<Unlocked> {
         self.released = true;
         self.lock.release(&self.hold.clone(), self.watchdog).await

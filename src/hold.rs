@@ -18,10 +18,11 @@ pub(crate) struct Hold {
     pub(crate) name: Arc<str>,
     pub(crate) owner: OwnerId,
     pub(crate) lease: LeaseState,
-    /// Serializes this owner's scripts on this lock, so that an unknown outcome
-    /// can be resolved by comparing the hold count on Redis with ours. Take it,
-    /// then check [`Holds::admit`].
-    pub(crate) ops: tokio::sync::Mutex<()>,
+    /// One slot: serializes this owner's scripts on this lock, so that an
+    /// unknown outcome can be resolved by comparing the hold count on Redis
+    /// with ours. A semaphore rather than a mutex so that an abandoned
+    /// operation can hand its slot to the task that finishes it.
+    pub(crate) ops: tokio::sync::Semaphore,
     state: Mutex<HoldState>,
 }
 
@@ -125,7 +126,7 @@ impl Holds {
                     name: name.clone(),
                     owner,
                     lease: LeaseState::new(),
-                    ops: tokio::sync::Mutex::new(()),
+                    ops: tokio::sync::Semaphore::new(1),
                     state: Mutex::new(HoldState::default()),
                 })
             })
@@ -139,7 +140,7 @@ impl Holds {
         if hold.is_retired() {
             return false;
         }
-        if hold.count() > 0 && hold.lease.is_lost() {
+        if hold.lease.is_lost() {
             self.retire(hold);
             return false;
         }

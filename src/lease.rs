@@ -85,6 +85,15 @@ impl LeaseState {
         }
     }
 
+    /// A command sent at `sent_at` sets the key's TTL to `lease`, maybe shorter
+    /// than the current one: move the deadline earlier now, before the reply
+    /// (a later `confirm` sets it exactly).
+    pub(crate) fn shorten(&self, sent_at: Instant, lease: Duration) {
+        let mut d = self.deadline.lock();
+        d.at =
+            d.at.min(sent_at + lease.saturating_sub(safety_margin(lease)));
+    }
+
     /// Marks the hold lost; returns true the first time.
     pub(crate) fn mark_lost(&self) -> bool {
         let first = !self.lost.swap(true, Ordering::AcqRel);

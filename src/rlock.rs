@@ -279,6 +279,13 @@ impl RLock {
     }
 
     // ----- the raw lock -----
+    //
+    // Every script of one owner on one lock runs with that hold's `ops` slot
+    // taken, so that a lost reply can be resolved by comparing the hold count
+    // on Redis with ours. An operation keeps the slot until it is settled: if
+    // its caller stops waiting, the slot passes to the background task that
+    // finishes it (`FinishOnDrop`), and nothing else of that owner on that
+    // lock runs in between.
 
     /// One acquire attempt for `owner`. On success the hold is recorded (and
     /// renewed by the watchdog when `lease` is `None`).
@@ -291,61 +298,82 @@ impl RLock {
         let watchdog = lease.is_none();
         let lease = lease.unwrap_or(self.client.config.lock_watchdog_timeout);
         let lease_ms = lease_millis(lease, "lease")?;
-        let field = self.field_of(owner);
         loop {
             let hold = self.client.holds.entry(&self.name, owner);
-            let _ops = hold.ops.lock().await;
+            let slot = hold.ops.acquire().await.map_err(|_| Error::Shutdown)?;
             if !self.client.holds.admit(&hold) {
                 continue;
             }
-            let sent_at = Instant::now();
-            let reply = ACQUIRE
-                .run(
-                    &self.client.redis,
-                    self.client.timeout(),
-                    &[&self.name],
-                    vec![lease_ms.into(), field.as_str().into()],
-                )
-                .await;
-            let ttl = match reply {
-                Ok(Value::Null) => None,
-                Ok(value) => match script::as_i64(&value) {
-                    Some(ttl) => Some(ttl),
-                    None => {
-                        self.client.holds.retire_if_done(&hold);
-                        return Err(script::unexpected("acquire", &value));
-                    }
-                },
-                Err(e) if e.outcome_unknown() => match self.resolve_acquire(&hold, &field, e).await
-                {
-                    Ok(ttl) => ttl,
-                    Err(e) => {
-                        self.client.holds.retire_if_done(&hold);
-                        return Err(e);
-                    }
-                },
-                Err(e) => {
-                    self.client.holds.retire_if_done(&hold);
-                    return Err(self.wrong_type(e));
-                }
-            };
-            return match ttl {
+            // Nothing has been sent yet; from here the slot belongs to this
+            // attempt until it completes or is settled in the background.
+            slot.forget();
+            let finish = FinishOnDrop::new(Unfinished::Acquire {
+                lock: self.clone(),
+                hold: hold.clone(),
+            });
+            let outcome = self.acquire_locked(&hold, lease, lease_ms, watchdog).await;
+            finish.complete();
+            return outcome;
+        }
+    }
+
+    async fn acquire_locked(
+        &self,
+        hold: &Arc<Hold>,
+        lease: Duration,
+        lease_ms: i64,
+        watchdog: bool,
+    ) -> Result<Attempt> {
+        let field = hold.field(&self.client.id);
+        let sent_at = Instant::now();
+        if hold.count() > 0 {
+            // A re-entry resets the key's TTL to this lease, maybe a shorter one.
+            hold.lease.shorten(sent_at, lease);
+        }
+        let reply = ACQUIRE
+            .run(
+                &self.client.redis,
+                self.client.timeout(),
+                &[&self.name],
+                vec![lease_ms.into(), field.as_str().into()],
+            )
+            .await;
+        let ttl = match reply {
+            Ok(Value::Null) => None,
+            Ok(value) => match script::as_i64(&value) {
+                Some(ttl) => Some(ttl),
                 None => {
-                    hold.on_acquired(sent_at, lease, watchdog);
-                    drop(_ops);
-                    Ok(Attempt::Acquired(LockGuard::new(
-                        self.clone(),
-                        hold,
-                        watchdog,
-                    )))
+                    self.client.holds.retire_if_done(hold);
+                    return Err(script::unexpected("acquire", &value));
                 }
-                Some(ttl) => {
-                    self.client.holds.retire_if_done(&hold);
-                    Ok(Attempt::Held(
-                        (ttl >= 0).then(|| Duration::from_millis(ttl as u64)),
-                    ))
+            },
+            Err(e) if e.outcome_unknown() => match self.resolve_acquire(hold, &field, e).await {
+                Ok(ttl) => ttl,
+                Err(e) => {
+                    self.client.holds.retire_if_done(hold);
+                    return Err(e);
                 }
-            };
+            },
+            Err(e) => {
+                self.client.holds.retire_if_done(hold);
+                return Err(self.wrong_type(e));
+            }
+        };
+        match ttl {
+            None => {
+                hold.on_acquired(sent_at, lease, watchdog);
+                Ok(Attempt::Acquired(LockGuard::new(
+                    self.clone(),
+                    hold.clone(),
+                    watchdog,
+                )))
+            }
+            Some(ttl) => {
+                self.client.holds.retire_if_done(hold);
+                Ok(Attempt::Held(
+                    (ttl >= 0).then(|| Duration::from_millis(ttl as u64)),
+                ))
+            }
         }
     }
 
@@ -382,59 +410,67 @@ impl RLock {
     /// Releases one hold recorded in `hold`. Safe to cancel: the unlock's
     /// request id is fixed before anything is sent, and if the caller stops
     /// waiting (a timeout around `unlock()`), a background task finishes the
-    /// same request; the latch replays it if it already ran, so a hold is never
-    /// released twice nor left half-released and renewed forever.
+    /// same request, replayed through its latch if it already ran; a hold is
+    /// never released twice nor left in place and renewed forever.
     pub(crate) async fn release(&self, hold: &Arc<Hold>, watchdog: bool) -> Result<Unlocked> {
         let request = UnlockRequest::new();
-        let finish = FinishOnDrop::new(Unfinished::Release {
+        // Armed before waiting for the slot: even a caller who gives up then
+        // must not leave the hold in place.
+        let mut finish = FinishOnDrop::new(Unfinished::Release {
             lock: self.clone(),
             hold: hold.clone(),
             watchdog,
             request: request.clone(),
+            owns_slot: false,
         });
-        let outcome = self.release_with(hold, watchdog, &request).await;
-        finish.disarm();
+        let slot = hold.ops.acquire().await.map_err(|_| Error::Shutdown);
+        let Ok(slot) = slot else {
+            finish.complete();
+            return Err(Error::Shutdown);
+        };
+        slot.forget();
+        finish.took_slot();
+        let outcome = self.release_locked(hold, watchdog, &request).await;
+        finish.complete();
         outcome
     }
 
-    async fn release_with(
+    /// Releases one hold, with the hold's `ops` slot taken. After the script's
+    /// reply nothing here waits, so a cancelled caller can only leave it
+    /// before the bookkeeping, never halfway through.
+    async fn release_locked(
         &self,
         hold: &Arc<Hold>,
         watchdog: bool,
         request: &UnlockRequest,
     ) -> Result<Unlocked> {
-        let _ops = hold.ops.lock().await;
         let field = hold.field(&self.client.id);
         if hold.count() == 0 {
+            self.client.holds.retire_if_done(hold);
             return Err(Error::NotHeld {
                 name: self.name.to_string(),
                 field,
             });
         }
         if hold.lease.is_lost() {
-            self.forget_locked(hold, watchdog);
+            self.forget(hold, watchdog);
             return Err(Error::LockLost {
                 name: self.name.to_string(),
             });
         }
         let lease = hold.lease_after_release(watchdog, self.client.config.lock_watchdog_timeout);
-        let mut outcome = self.send_unlock(&field, lease, request).await;
+        let outcome = self.send_unlock(&field, lease, request).await;
         let left = hold.on_released(watchdog);
-        if left == 0 {
-            // Redis may count holds this client no longer tracks (re-acquired
-            // after a local loss, or an acquire whose outcome stayed unknown).
-            // The field is ours: release them too, or the lock would sit there
-            // unrenewed for a whole lease.
-            let mut extra = 0;
-            while matches!(outcome, Ok((Unlocked::StillHeld, _))) && extra < 64 {
-                tracing::warn!(lock = %self.name, "Redis still counts a hold this client released; releasing it");
-                outcome = self.send_unlock(&field, lease, &UnlockRequest::new()).await;
-                extra += 1;
-            }
-        }
         match &outcome {
             Ok((Unlocked::StillHeld, sent_at)) if left > 0 => hold.lease.confirm(*sent_at, lease),
-            Ok((Unlocked::StillHeld, _)) => {}
+            Ok((Unlocked::StillHeld, _)) => {
+                // Redis counts holds this client no longer tracks (re-acquired
+                // after a local loss, or an acquire whose outcome stayed
+                // unknown). They are this owner's: give them back too, or the
+                // lock would sit there unrenewed for a whole lease.
+                let (lock, hold) = (self.clone(), hold.clone());
+                tokio::spawn(async move { lock.drain_untracked(&hold).await });
+            }
             Ok((Unlocked::Released, _)) if left > 0 => {
                 // Another release path freed it: the remaining guards have lost it.
                 hold.lease.mark_lost();
@@ -449,49 +485,57 @@ impl RLock {
         outcome.map(|(unlocked, _)| unlocked)
     }
 
-    /// An acquire attempt of `owner` was abandoned while in flight (its caller
-    /// dropped the waiting future). Reads the hold count: one more than this
-    /// client accounts for means the script ran, and that hold is given back.
-    /// The read is ordered after the abandoned script on the same connection.
-    pub(crate) async fn settle_abandoned_acquire(&self, owner: OwnerId) {
-        let Some(hold) = self.client.holds.get(&self.name, owner) else {
-            return; // it never got as far as sending anything
+    /// Gives back every hold of `hold`'s owner that Redis counts beyond what
+    /// this client tracks. Takes the hold's `ops` slot.
+    async fn drain_untracked(&self, hold: &Arc<Hold>) {
+        let Ok(_slot) = hold.ops.acquire().await else {
+            return;
         };
-        let _ops = hold.ops.lock().await;
+        self.give_back_untracked(hold).await;
+    }
+
+    /// With the hold's `ops` slot taken: reads the owner's hold count on Redis
+    /// and releases whatever exceeds ours (acquires this client never
+    /// recorded). The read is ordered after any script this owner sent on the
+    /// same connection.
+    async fn give_back_untracked(&self, hold: &Arc<Hold>) {
         let field = hold.field(&self.client.id);
         let count: Result<Option<i64>> = self
             .query(self.client.redis.hget(&*self.name, &field))
             .await;
-        match count {
-            Ok(count) if count.unwrap_or(0) == i64::from(hold.count()) + 1 => {
-                let lease =
-                    hold.lease_after_release(false, self.client.config.lock_watchdog_timeout);
-                if let Err(e) = self.send_unlock(&field, lease, &UnlockRequest::new()).await {
-                    tracing::warn!(lock = %self.name, error = %e, "giving back an abandoned acquire failed; it expires with its lease");
+        let extra = match count {
+            Ok(count) => count.unwrap_or(0) - i64::from(hold.count()),
+            Err(e) => {
+                tracing::warn!(lock = %self.name, error = %e, "could not check for untracked holds; any expire with their lease");
+                0
+            }
+        };
+        let lease = hold.lease_after_release(false, self.client.config.lock_watchdog_timeout);
+        for _ in 0..extra.clamp(0, 64) {
+            tracing::info!(lock = %self.name, "giving back a hold this client did not record");
+            match self.send_unlock(&field, lease, &UnlockRequest::new()).await {
+                Ok((Unlocked::StillHeld, _)) => {}
+                Ok((Unlocked::Released, _)) => break,
+                Err(e) => {
+                    tracing::warn!(lock = %self.name, error = %e, "giving back an untracked hold failed; it expires with its lease");
+                    break;
                 }
             }
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(lock = %self.name, error = %e, "could not settle an abandoned acquire; it expires with its lease if it ran");
-            }
         }
-        self.client.holds.retire_if_done(&hold);
+        self.client.holds.retire_if_done(hold);
     }
 
     /// Drops one hold locally without telling Redis (no runtime, or lost).
     pub(crate) fn forget(&self, hold: &Arc<Hold>, watchdog: bool) {
-        self.forget_locked(hold, watchdog)
-    }
-
-    fn forget_locked(&self, hold: &Arc<Hold>, watchdog: bool) {
         hold.on_released(watchdog);
         self.client.holds.retire_if_done(hold);
     }
 
     /// Sends the unlock script for `field`. A lost reply is retried with the
     /// same latch key, so a retry replays the first outcome instead of
-    /// releasing twice. Returns the outcome and when the request started: a
-    /// replayed reply describes an execution no earlier than that.
+    /// releasing twice, and never after the latch could have expired. Returns
+    /// the outcome and when the request started: a replayed reply describes an
+    /// execution no earlier than that.
     async fn send_unlock(
         &self,
         field: &str,
@@ -505,6 +549,16 @@ impl RLock {
             .saturating_mul(u128::from(config.retry_attempts.max(1)))
             .clamp(1, crate::lease::MAX_LEASE.as_millis()) as i64;
         let channel = self.channel();
+        // A send after the latch expired could apply the unlock a second time.
+        let latch_expires = request.started + Duration::from_millis(latch_ttl as u64);
+        let too_late = |now: Instant| now + config.timeout >= latch_expires;
+        if too_late(Instant::now()) {
+            return Err(Error::OutcomeUnknown {
+                operation: "unlock",
+                name: self.name.to_string(),
+                cause: "its latch may have expired, so it cannot be replayed safely".into(),
+            });
+        }
         let mut attempt = 0;
         let sent_at = request.started;
         let reply = loop {
@@ -524,7 +578,11 @@ impl RLock {
                 .await;
             match reply {
                 Ok(reply) => break reply,
-                Err(e) if e.outcome_unknown() && attempt + 1 < config.retry_attempts => {
+                Err(e)
+                    if e.outcome_unknown()
+                        && attempt + 1 < config.retry_attempts
+                        && !too_late(Instant::now() + config.retry_delay) =>
+                {
                     attempt += 1;
                     tracing::info!(lock = %self.name, error = %e, attempt, "unlock reply lost; replaying through the latch");
                     tokio::time::sleep(config.retry_delay).await;
@@ -578,19 +636,23 @@ impl UnlockRequest {
 
 /// An operation whose caller may stop waiting before it completes.
 pub(crate) enum Unfinished {
-    /// An acquire attempt: settle whether it ran, and give the lock back if so.
-    Acquire { lock: RLock, owner: OwnerId },
+    /// An acquire attempt, holding the `ops` slot: settle whether its script
+    /// ran, and give the hold back if it did.
+    Acquire { lock: RLock, hold: Arc<Hold> },
     /// An unlock: finish the same request (replayed through its latch).
     Release {
         lock: RLock,
         hold: Arc<Hold>,
         watchdog: bool,
         request: UnlockRequest,
+        /// Whether it already holds the `ops` slot.
+        owns_slot: bool,
     },
 }
 
-/// Finishes, in the background, an operation whose caller stopped waiting:
-/// armed while the operation is in flight, disarmed once it completed.
+/// Finishes, in the background, an operation whose caller stopped waiting,
+/// and hands it the `ops` slot the operation held, so nothing of the same
+/// owner on the same lock runs in between.
 pub(crate) struct FinishOnDrop(Option<Unfinished>);
 
 impl FinishOnDrop {
@@ -598,9 +660,24 @@ impl FinishOnDrop {
         FinishOnDrop(Some(operation))
     }
 
-    /// The operation completed; nothing to finish.
-    pub(crate) fn disarm(mut self) {
-        self.0 = None;
+    /// The release now holds the `ops` slot.
+    fn took_slot(&mut self) {
+        if let Some(Unfinished::Release { owns_slot, .. }) = &mut self.0 {
+            *owns_slot = true;
+        }
+    }
+
+    /// The operation completed: give its `ops` slot back.
+    pub(crate) fn complete(mut self) {
+        match self.0.take() {
+            Some(Unfinished::Acquire { hold, .. }) => hold.ops.add_permits(1),
+            Some(Unfinished::Release {
+                hold,
+                owns_slot: true,
+                ..
+            }) => hold.ops.add_permits(1),
+            _ => {}
+        }
     }
 }
 
@@ -610,31 +687,52 @@ impl Drop for FinishOnDrop {
             return;
         };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            if let Unfinished::Release {
-                lock,
-                hold,
-                watchdog,
-                ..
-            } = pending
-            {
-                lock.forget(&hold, watchdog);
+            // Nothing can talk to Redis: stop tracking; leases expire.
+            match pending {
+                Unfinished::Acquire { lock, hold } => {
+                    lock.client.holds.retire_if_done(&hold);
+                    hold.ops.add_permits(1);
+                }
+                Unfinished::Release {
+                    lock,
+                    hold,
+                    watchdog,
+                    owns_slot,
+                    ..
+                } => {
+                    lock.forget(&hold, watchdog);
+                    if owns_slot {
+                        hold.ops.add_permits(1);
+                    }
+                }
             }
             return;
         };
         match pending {
-            Unfinished::Acquire { lock, owner } => {
-                runtime.spawn(async move { lock.settle_abandoned_acquire(owner).await });
+            Unfinished::Acquire { lock, hold } => {
+                runtime.spawn(async move {
+                    lock.give_back_untracked(&hold).await;
+                    hold.ops.add_permits(1);
+                });
             }
             Unfinished::Release {
                 lock,
                 hold,
                 watchdog,
                 request,
+                owns_slot,
             } => {
                 runtime.spawn(async move {
-                    if let Err(e) = lock.release_with(&hold, watchdog, &request).await {
+                    if !owns_slot {
+                        match hold.ops.acquire().await {
+                            Ok(slot) => slot.forget(),
+                            Err(_) => return,
+                        }
+                    }
+                    if let Err(e) = lock.release_locked(&hold, watchdog, &request).await {
                         tracing::warn!(lock = %hold.name, error = %e, "finishing an abandoned unlock failed");
                     }
+                    hold.ops.add_permits(1);
                 });
             }
         }

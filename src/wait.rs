@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
-use crate::rlock::{Attempt, FinishOnDrop, RLock, Unfinished};
+use crate::rlock::{Attempt, RLock};
 use crate::OwnerId;
 
 /// How long an acquire may wait.
@@ -85,14 +85,7 @@ fn time_left(deadline: Option<Instant>) -> Option<Duration> {
     }
 }
 
-/// One acquire attempt. If the caller drops the waiting future while the
-/// attempt is in flight, a background task settles it (see module docs).
+/// One acquire attempt (cancellation-safe, see `RLock::acquire_once`).
 async fn attempt(lock: &RLock, owner: OwnerId, lease: Option<Duration>) -> Result<Attempt> {
-    let finish = FinishOnDrop::new(Unfinished::Acquire {
-        lock: lock.clone(),
-        owner,
-    });
-    let outcome = lock.acquire_once(owner, lease).await;
-    finish.disarm();
-    outcome
+    lock.acquire_once(owner, lease).await
 }

@@ -88,8 +88,17 @@ impl RedissonClient {
     /// within the connect timeout or refuses the credentials.
     pub async fn connect(config: Config) -> Result<Self> {
         config.validate()?;
-        let fred_config = FredConfig::from_url(&config.address)
+        let mut fred_config = FredConfig::from_url(&config.address)
             .map_err(|e| Error::Config(format!("{}: {}", config.address, e.details())))?;
+        if config.username.is_some() {
+            fred_config.username = config.username.clone();
+        }
+        if config.password.is_some() {
+            fred_config.password = config.password.clone();
+        }
+        if config.database.is_some() {
+            fred_config.database = config.database;
+        }
         let cluster = matches!(fred_config.server, ServerConfig::Clustered { .. });
 
         let redis = builder(&config, fred_config.clone(), 1)

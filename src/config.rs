@@ -36,13 +36,19 @@ pub enum ShardedSubscriptionMode {
 /// assert_eq!(config.lock_watchdog_timeout, Duration::from_secs(10));
 /// assert_eq!(config.lock_watchdog_batch_size, 100);
 /// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct Config {
     /// Server URL: `redis://[user:pass@]host:port[/db]`, `rediss://...`, or
     /// fred's cluster / sentinel URL forms.
     #[serde(alias = "url")]
     pub address: String,
+    /// ACL user name; overrides one given in the URL.
+    pub username: Option<String>,
+    /// Password; overrides one given in the URL. Never printed by `Debug`.
+    pub password: Option<String>,
+    /// Database index (standalone and sentinel only); overrides the URL's.
+    pub database: Option<u8>,
     /// Lease of locks taken without an explicit lease; the watchdog renews
     /// them every third of it. Redisson default: 30 s.
     #[serde(with = "millis")]
@@ -74,10 +80,32 @@ pub struct Config {
     pub sharded_subscription_mode: ShardedSubscriptionMode,
 }
 
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("address", &self.address)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("database", &self.database)
+            .field("lock_watchdog_timeout", &self.lock_watchdog_timeout)
+            .field("lock_watchdog_batch_size", &self.lock_watchdog_batch_size)
+            .field("timeout", &self.timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("retry_attempts", &self.retry_attempts)
+            .field("retry_delay", &self.retry_delay)
+            .field("reconnect", &self.reconnect)
+            .field("sharded_subscription_mode", &self.sharded_subscription_mode)
+            .finish()
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
             address: "redis://127.0.0.1:6379".into(),
+            username: None,
+            password: None,
+            database: None,
             lock_watchdog_timeout: Duration::from_secs(30),
             lock_watchdog_batch_size: 100,
             timeout: Duration::from_secs(3),

@@ -18,7 +18,6 @@ use tokio::time::Instant;
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::rlock::{Attempt, RLock};
-use crate::OwnerId;
 
 /// How long an acquire may wait.
 pub(crate) enum Patience {
@@ -35,7 +34,7 @@ pub(crate) async fn acquire(
     let owner = lock.owner();
     let deadline = match patience {
         Patience::Once => {
-            return match attempt(lock, owner, lease).await? {
+            return match lock.acquire_once(owner, lease).await? {
                 Attempt::Acquired(guard) => Ok(Some(guard)),
                 Attempt::Held(_) => Ok(None),
             }
@@ -44,7 +43,7 @@ pub(crate) async fn acquire(
         Patience::For(wait) => Instant::now().checked_add(wait),
         Patience::Forever => None,
     };
-    if let Attempt::Acquired(guard) = attempt(lock, owner, lease).await? {
+    if let Attempt::Acquired(guard) = lock.acquire_once(owner, lease).await? {
         return Ok(Some(guard));
     }
     let Some(left) = time_left(deadline) else {
@@ -59,7 +58,7 @@ pub(crate) async fn acquire(
         let woken = subscription.woken();
         tokio::pin!(woken);
         woken.as_mut().enable();
-        let ttl = match attempt(lock, owner, lease).await? {
+        let ttl = match lock.acquire_once(owner, lease).await? {
             Attempt::Acquired(guard) => return Ok(Some(guard)),
             Attempt::Held(ttl) => ttl,
         };
@@ -83,9 +82,4 @@ fn time_left(deadline: Option<Instant>) -> Option<Duration> {
             (!left.is_zero()).then_some(left)
         }
     }
-}
-
-/// One acquire attempt (cancellation-safe, see `RLock::acquire_once`).
-async fn attempt(lock: &RLock, owner: OwnerId, lease: Option<Duration>) -> Result<Attempt> {
-    lock.acquire_once(owner, lease).await
 }

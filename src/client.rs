@@ -16,6 +16,8 @@ use crate::hold::Holds;
 use crate::latch::LatchSweeper;
 use crate::naming;
 use crate::pubsub::Subscriptions;
+use crate::replica_sync::{ReplicaSync, Synced};
+use crate::script::Script;
 use crate::watchdog::{self, WatchdogStats};
 use crate::RLock;
 
@@ -46,6 +48,12 @@ pub(crate) struct ClientInner {
     pub(crate) id: String,
     pub(crate) config: Config,
     pub(crate) redis: Client,
+    /// Connections for lock writes; a lock always uses the same one, so a read
+    /// that resolves a lost reply is ordered after the write. Just `redis` on
+    /// a single server; a pool on replicated deployments, where each write's
+    /// WAIT occupies its connection until the replicas answer.
+    writers: Vec<Client>,
+    pub(crate) replica_sync: ReplicaSync,
     pub(crate) subscriptions: Arc<Subscriptions>,
     pub(crate) holds: Holds,
     pub(crate) latches: LatchSweeper,
@@ -69,15 +77,37 @@ impl ClientInner {
     pub(crate) fn timeout(&self) -> Duration {
         self.config.timeout
     }
+
+    /// The connection that carries every write of lock `name`.
+    pub(crate) fn writer(&self, name: &str) -> &Client {
+        let i = usize::from(naming::slot(name)) % self.writers.len();
+        &self.writers[i]
+    }
+
+    /// Runs a lock script once on the writer of `keys[0]`, then waits for
+    /// replicas if the deployment has them.
+    pub(crate) async fn write(
+        &self,
+        script: &Script,
+        keys: &[&str],
+        args: Vec<Value>,
+    ) -> Result<(Value, Synced)> {
+        self.replica_sync
+            .run(self.writer(keys[0]), script, keys, args)
+            .await
+    }
 }
 
 impl Drop for ClientInner {
     fn drop(&mut self) {
         self.shutdown.send_replace(true);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let redis = self.redis.clone();
+            let mut clients = vec![self.redis.clone()];
+            clients.extend(self.writers.iter().cloned());
             runtime.spawn(async move {
-                let _ = redis.quit().await;
+                for client in clients {
+                    let _ = client.quit().await;
+                }
             });
         }
     }
@@ -100,28 +130,43 @@ impl RedissonClient {
             fred_config.database = config.database;
         }
         let cluster = matches!(fred_config.server, ServerConfig::Clustered { .. });
+        // Redisson waits for replicas on every deployment but a single server.
+        let replicated = !matches!(fred_config.server, ServerConfig::Centralized { .. });
 
-        let redis = builder(&config, fred_config.clone(), 1)
+        // Single server: this connection carries the lock scripts too, so it
+        // never re-sends. Replicated: scripts have their own connections and
+        // this one only reads and deletes latches, which may follow a MOVED.
+        let redis = builder(&config, fred_config.clone(), if replicated { 3 } else { 1 })
             .build()
             .map_err(|e| Error::Config(e.details().to_string()))?;
+        let writers = if replicated {
+            (0..config.master_connection_pool_size)
+                .map(|_| builder(&config, fred_config.clone(), 1).build())
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|e| Error::Config(e.details().to_string()))?
+        } else {
+            vec![redis.clone()]
+        };
         let subscriber = builder(&config, fred_config, 3)
             .build_subscriber_client()
             .map_err(|e| Error::Config(e.details().to_string()))?;
         let limit = config.connect_timeout + config.timeout;
-        if let Err(e) = init(&redis, limit)
-            .await
-            .map_err(|e| e.connecting_to(&config.address))
-        {
-            let _ = redis.quit().await;
-            return Err(e);
+        let mut commands: Vec<&Client> = vec![&redis];
+        if replicated {
+            commands.extend(writers.iter());
         }
-        if let Err(e) = init(&subscriber, limit)
-            .await
-            .map_err(|e| e.connecting_to(&config.address))
-        {
+        let started = futures::future::join_all(commands.iter().map(|c| init(*c, limit))).await;
+        let mut outcome = started.into_iter().collect::<Result<Vec<()>>>().map(drop);
+        if outcome.is_ok() {
+            outcome = init(&subscriber, limit).await;
+        }
+        if let Err(e) = outcome {
             let _ = redis.quit().await;
+            for writer in &writers {
+                let _ = writer.quit().await;
+            }
             let _ = subscriber.quit().await;
-            return Err(e);
+            return Err(e.connecting_to(&config.address));
         }
 
         let sharded = match config.sharded_subscription_mode {
@@ -145,8 +190,10 @@ impl RedissonClient {
         let latches = LatchSweeper::start(redis.clone(), cluster);
         let inner = Arc::new(ClientInner {
             id: uuid::Uuid::new_v4().to_string(),
+            replica_sync: ReplicaSync::new(&config, replicated),
             config,
             redis,
+            writers,
             subscriptions,
             holds: Holds::default(),
             latches,
@@ -205,8 +252,8 @@ impl RedissonClient {
     }
 
     /// The underlying command connection, for commands of your own (status
-    /// queries, tests). Lock scripts are never sent through it by this crate
-    /// with retries; do not send them yourself.
+    /// queries, tests). Do not send lock scripts through it: on a cluster or
+    /// sentinel deployment it re-sends commands after a reconnect.
     pub fn redis(&self) -> &Client {
         &self.inner.redis
     }
@@ -230,6 +277,9 @@ impl RedissonClient {
         }
         self.inner.subscriptions.quit().await;
         let _ = self.inner.redis.quit().await;
+        for writer in &self.inner.writers {
+            let _ = writer.quit().await;
+        }
     }
 }
 

@@ -22,6 +22,34 @@ pub enum ShardedSubscriptionMode {
     Off,
 }
 
+/// How many replicas must confirm a lock write (acquire, unlock, renewal)
+/// before it counts, on a cluster or sentinel deployment. The write is
+/// followed by `WAIT <connected replicas> <slavesSyncTimeout>` on the same
+/// connection, as Redisson does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ReplicaQuorum {
+    /// At least one replica, when the primary has any (Redisson's
+    /// `checkLockSyncedSlaves = true`, its default).
+    #[default]
+    Any,
+    /// Every replica connected to the primary.
+    All,
+    /// At least this many replicas; fails while fewer are connected.
+    AtLeast(u32),
+}
+
+impl ReplicaQuorum {
+    /// Whether `acked` confirmations out of `connected` replicas satisfy it.
+    pub fn is_met(self, acked: i64, connected: i64) -> bool {
+        match self {
+            ReplicaQuorum::Any => connected == 0 || acked > 0,
+            ReplicaQuorum::All => acked >= connected,
+            ReplicaQuorum::AtLeast(n) => acked >= i64::from(n),
+        }
+    }
+}
+
 /// Client settings. Field names in serialized form are Redisson's
 /// (`lockWatchdogTimeout`, `timeout`, ...) and durations are milliseconds, so
 /// the values a Java service uses can be copied as they are.
@@ -78,6 +106,25 @@ pub struct Config {
     pub reconnect_max_delay: Duration,
     /// Pub/sub flavour for unlock messages.
     pub sharded_subscription_mode: ShardedSubscriptionMode,
+    /// On a cluster or sentinel deployment, refuse a lock write that no
+    /// replica confirmed (Redisson's `checkLockSyncedSlaves`, default true):
+    /// an acquire is undone and retried up to `retryAttempts` times. When
+    /// false, the `WAIT` is still sent and a shortfall is only logged. A
+    /// single-server address never waits for replicas, as in Redisson.
+    pub check_lock_synced_slaves: bool,
+    /// How long a lock write waits for replicas (Redisson's
+    /// `slavesSyncTimeout`, default 1 s).
+    #[serde(with = "millis")]
+    pub slaves_sync_timeout: Duration,
+    /// How many replicas must confirm (when `checkLockSyncedSlaves` is on).
+    /// Not a Redisson setting: Redisson always uses [`ReplicaQuorum::Any`].
+    pub replica_quorum: ReplicaQuorum,
+    /// Connections per primary for lock writes on a cluster or sentinel
+    /// deployment, where every write ends with a `WAIT` that occupies its
+    /// connection until the replicas answer (Redisson's
+    /// `masterConnectionPoolSize`; Redisson defaults to 64, this crate to 8).
+    /// A single-server client uses one multiplexed connection.
+    pub master_connection_pool_size: usize,
 }
 
 impl std::fmt::Debug for Config {
@@ -95,6 +142,13 @@ impl std::fmt::Debug for Config {
             .field("retry_delay", &self.retry_delay)
             .field("reconnect", &self.reconnect)
             .field("sharded_subscription_mode", &self.sharded_subscription_mode)
+            .field("check_lock_synced_slaves", &self.check_lock_synced_slaves)
+            .field("slaves_sync_timeout", &self.slaves_sync_timeout)
+            .field("replica_quorum", &self.replica_quorum)
+            .field(
+                "master_connection_pool_size",
+                &self.master_connection_pool_size,
+            )
             .finish()
     }
 }
@@ -116,6 +170,10 @@ impl Default for Config {
             reconnect_min_delay: Duration::from_millis(100),
             reconnect_max_delay: Duration::from_secs(5),
             sharded_subscription_mode: ShardedSubscriptionMode::Auto,
+            check_lock_synced_slaves: true,
+            slaves_sync_timeout: Duration::from_secs(1),
+            replica_quorum: ReplicaQuorum::Any,
+            master_connection_pool_size: 8,
         }
     }
 }
@@ -170,6 +228,21 @@ impl Config {
         if !(1..=100).contains(&self.retry_attempts) {
             return Err(Error::Config(
                 "retryAttempts must be between 1 and 100".into(),
+            ));
+        }
+        if self.slaves_sync_timeout.is_zero() || self.slaves_sync_timeout > MAX_LEASE {
+            return Err(Error::Config(
+                "slavesSyncTimeout must be at least 1 ms".into(),
+            ));
+        }
+        if !(1..=1024).contains(&self.master_connection_pool_size) {
+            return Err(Error::Config(
+                "masterConnectionPoolSize must be between 1 and 1024".into(),
+            ));
+        }
+        if self.replica_quorum == ReplicaQuorum::AtLeast(0) {
+            return Err(Error::Config(
+                "replicaQuorum atLeast must be at least 1 (set checkLockSyncedSlaves to false instead)".into(),
             ));
         }
         if self.retry_delay > MAX_LEASE {

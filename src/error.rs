@@ -62,6 +62,25 @@ pub enum Error {
         /// Why it could not be resolved.
         cause: String,
     },
+    /// Too few replicas confirmed a lock write within `slavesSyncTimeout`
+    /// (Redisson's `NoSyncedSlavesException`), on every attempt. An acquire
+    /// was undone before this is returned; an unlock or force-unlock did
+    /// happen on the primary but may be lost if it fails over now.
+    #[error(
+        "lock `{name}`: {operation} reached {acked} of {connected} replicas; {required} required"
+    )]
+    ReplicasNotSynced {
+        /// What was sent (acquire, unlock, force_unlock).
+        operation: &'static str,
+        /// Lock name.
+        name: String,
+        /// Replicas that confirmed on the last attempt.
+        acked: i64,
+        /// Replicas connected to the primary.
+        connected: i64,
+        /// What the quorum asked for (`>= 1`, `all`, or a number).
+        required: String,
+    },
     /// The client was shut down.
     #[error("the client is shut down")]
     Shutdown,
@@ -87,6 +106,12 @@ impl Error {
             // fred 10 reports "no connection to write to" as Unknown with this
             // text (router/commands.rs); it is a connection failure.
             _ if details.starts_with("Failed to route command") => Error::Connection(details),
+            // With one attempt allowed, fred gives up on a MOVED/ASK
+            // redirect (the command did not run) and on a re-send after a
+            // lost connection (it may have): either way, resolve by reading.
+            _ if details.starts_with("Too many failed write attempts") => {
+                Error::Connection(format!("{details} (redirected or connection lost)"))
+            }
             _ if details.contains("NOAUTH") || details.contains("WRONGPASS") => {
                 Error::Auth(details)
             }

@@ -53,6 +53,7 @@ pub mod naming;
 mod owner;
 mod pubsub;
 mod redisson_file;
+mod replica_sync;
 mod rlock;
 mod script;
 mod wait;
@@ -64,7 +65,7 @@ mod watchdog;
 struct ReadmeDoctests;
 
 pub use client::RedissonClient;
-pub use config::{Config, ShardedSubscriptionMode};
+pub use config::{Config, ReplicaQuorum, ShardedSubscriptionMode};
 pub use error::{Error, Result};
 pub use guard::{LockGuard, Unlocked};
 pub use lease::{LostSignal, MAX_LEASE};

@@ -33,8 +33,15 @@ pub fn field_name(client_id: &str, owner: crate::OwnerId) -> String {
     format!("{client_id}:{owner}")
 }
 
-/// The cluster hash slot of a key.
-pub(crate) fn slot(key: &str) -> u16 {
+/// The cluster hash slot of a key (CRC16 of the key or of its `{hash tag}`,
+/// mod 16384). Every key of one lock shares the lock name's slot.
+///
+/// ```
+/// use redisson_lock::naming::{channel_name, slot};
+/// assert_eq!(slot("orders"), slot(&channel_name("orders")));
+/// assert_eq!(slot("{user1}:cart"), slot("{user1}:profile"));
+/// ```
+pub fn slot(key: &str) -> u16 {
     fred::util::redis_keyslot(key.as_bytes())
 }
 

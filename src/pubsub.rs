@@ -11,6 +11,12 @@
 //! * fred's broadcast receivers report `Lagged` when messages were dropped;
 //!   that wakes every waiter instead of ending the listener. After a
 //!   reconnect every channel is subscribed again and every waiter re-checks.
+//! * Sharded subscriptions live on the primary that owns the channel's slot.
+//!   When the slot moves (failover, resharding) the server drops them with a
+//!   `sunsubscribe` push that fred discards, so while any channel is
+//!   subscribed the cluster map is re-read every [`SHARD_CHECK_PERIOD`]; a
+//!   channel whose owner changed is subscribed again on the new owner and
+//!   its waiters re-check.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fred::clients::SubscriberClient;
-use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
+use fred::interfaces::{ClientLike, ClusterInterface, EventInterface, PubsubInterface};
 use fred::types::Value;
 use parking_lot::Mutex;
 use tokio::sync::broadcast::error::RecvError;
@@ -31,6 +37,9 @@ pub(crate) const UNLOCK_MESSAGE: i64 = 0;
 /// Message that releases every waiter (Redisson's READ_UNLOCK_MESSAGE).
 pub(crate) const WAKE_ALL_MESSAGE: i64 = 1;
 
+/// How often sharded subscriptions are checked against the cluster map.
+pub(crate) const SHARD_CHECK_PERIOD: Duration = Duration::from_secs(1);
+
 type Ready = Option<std::result::Result<(), Error>>;
 
 struct Channel {
@@ -38,10 +47,14 @@ struct Channel {
     /// Local waiters; changed only with the registry's map locked.
     waiters: AtomicUsize,
     ready: watch::Sender<Ready>,
+    /// Sharded mode: the node the subscription was made on.
+    node: Mutex<Option<String>>,
 }
 
 enum Op {
     Subscribe(Arc<str>, Arc<Channel>),
+    /// Sharded mode: subscribe again on the slot's current owner.
+    Resubscribe(Arc<str>, Arc<Channel>),
     Unsubscribe(Arc<str>),
 }
 
@@ -106,9 +119,12 @@ impl Subscriptions {
             listen(weak.clone(), messages),
         ));
         tokio::spawn(until_shutdown(
-            shutdown,
-            resubscribe_on_reconnect(weak, reconnects),
+            shutdown.clone(),
+            resubscribe_on_reconnect(weak.clone(), reconnects),
         ));
+        if sharded {
+            tokio::spawn(until_shutdown(shutdown, follow_shard_owners(weak)));
+        }
         registry
     }
 
@@ -129,6 +145,7 @@ impl Subscriptions {
                         wake: Notify::new(),
                         waiters: AtomicUsize::new(0),
                         ready: watch::Sender::new(None),
+                        node: Mutex::new(None),
                     });
                     map.insert(name.clone(), channel.clone());
                     let _ = self.ops.send(Op::Subscribe(name, channel.clone()));
@@ -199,7 +216,7 @@ async fn run_ops(
         match op {
             Op::Subscribe(name, channel) => {
                 let subscribed = if sharded {
-                    client.ssubscribe(&*name).await
+                    ssubscribe(&client, &name).await
                 } else {
                     client.subscribe(&*name).await
                 };
@@ -213,7 +230,27 @@ async fn run_ops(
                 if let Err(e) = &result {
                     tracing::warn!(channel = %name, error = %e, "subscribe failed");
                 }
+                if sharded && result.is_ok() {
+                    *channel.node.lock() = shard_owner(&client, &name);
+                }
                 channel.ready.send_replace(Some(result));
+            }
+            Op::Resubscribe(name, channel) => {
+                if channel.waiters.load(Ordering::Acquire) == 0 {
+                    continue; // left meanwhile; its unsubscribe is queued
+                }
+                match ssubscribe(&client, &name).await {
+                    Ok(()) => {
+                        *channel.node.lock() = shard_owner(&client, &name);
+                        tracing::info!(channel = %name, node = ?channel.node.lock(), "shard subscription moved with its slot");
+                    }
+                    // The next check tries again.
+                    Err(e) => {
+                        tracing::warn!(channel = %name, error = %e, "re-subscribing a moved shard channel failed")
+                    }
+                }
+                // A message sent while it moved is lost: re-check.
+                channel.wake.notify_waiters();
             }
             Op::Unsubscribe(name) => {
                 let result = if sharded {
@@ -245,6 +282,66 @@ async fn listen(
                 registry.wake_all();
             }
             Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+/// SSUBSCRIBE on the slot's owner. fred's cluster map may be stale after a
+/// failover or a resharding (and a redirect can exhaust its attempts), so a
+/// failure re-reads the map and tries again, a few times.
+async fn ssubscribe(client: &SubscriberClient, channel: &str) -> fred::prelude::FredResult<()> {
+    let mut tries = 0;
+    loop {
+        match client.ssubscribe(channel).await {
+            Ok(()) => return Ok(()),
+            Err(e) if tries < 3 => {
+                tracing::debug!(channel, error = %e, "SSUBSCRIBE failed; re-reading the cluster map");
+                tries += 1;
+                let _ = client.sync_cluster().await;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The node that owns `channel`'s slot, as fred's cluster map says.
+fn shard_owner(client: &SubscriberClient, channel: &str) -> Option<String> {
+    let slot = fred::util::redis_keyslot(channel.as_bytes());
+    client
+        .cached_cluster_state()
+        .and_then(|state| state.get_server(slot).map(|s| s.to_string()))
+}
+
+/// Re-reads the cluster map while shard channels are subscribed, and moves
+/// every subscription whose slot changed owner.
+async fn follow_shard_owners(registry: std::sync::Weak<Subscriptions>) {
+    loop {
+        tokio::time::sleep(SHARD_CHECK_PERIOD).await;
+        let Some(registry) = registry.upgrade() else {
+            return;
+        };
+        let channels: Vec<(Arc<str>, Arc<Channel>)> = registry
+            .channels
+            .lock()
+            .iter()
+            .map(|(name, channel)| (name.clone(), channel.clone()))
+            .collect();
+        if channels.is_empty() {
+            continue;
+        }
+        if let Err(e) = registry.client.sync_cluster().await {
+            tracing::debug!(error = %e, "cluster map refresh failed");
+            continue;
+        }
+        for (name, channel) in channels {
+            let subscribed_on = channel.node.lock().clone();
+            // Not yet confirmed: the subscribe in flight records its node.
+            if subscribed_on.is_none() {
+                continue;
+            }
+            if shard_owner(&registry.client, &name) != subscribed_on {
+                let _ = registry.ops.send(Op::Resubscribe(name, channel));
+            }
         }
     }
 }

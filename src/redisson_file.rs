@@ -95,6 +95,7 @@ fn read(root: Value) -> Result<RedissonFile> {
             "lockWatchdogBatchSize" => {
                 config.lock_watchdog_batch_size = count(&key, &value)? as usize
             }
+            "checkLockSyncedSlaves" => config.check_lock_synced_slaves = boolean(&key, &value)?,
             _ => ignored.push(key),
         }
     }
@@ -130,6 +131,10 @@ fn read(root: Value) -> Result<RedissonFile> {
             }
             "timeout" => config.timeout = millis(&path, &value)?,
             "connectTimeout" => config.connect_timeout = millis(&path, &value)?,
+            "slavesSyncTimeout" => config.slaves_sync_timeout = millis(&path, &value)?,
+            "masterConnectionPoolSize" => {
+                config.master_connection_pool_size = count(&path, &value)? as usize
+            }
             "retryAttempts" => config.retry_attempts = count(&path, &value)? as u32,
             // Redisson < 3.48 has retryInterval (ms); later ones retryDelay,
             // which is a number only in the simple form.
@@ -229,6 +234,12 @@ fn millis(path: &str, value: &Value) -> Result<Duration> {
         .ok_or_else(|| invalid(path, "milliseconds as a non-negative integer", value))
 }
 
+fn boolean(path: &str, value: &Value) -> Result<bool> {
+    value
+        .as_bool()
+        .ok_or_else(|| invalid(path, "true or false", value))
+}
+
 fn string(path: &str, value: &Value) -> Result<String> {
     match value {
         Value::String(s) => Ok(s.clone()),
@@ -269,7 +280,7 @@ clusterServersConfig:
 codec: !<org.redisson.codec.Kryo5Codec> {}
 lockWatchdogTimeout: 6000
 lockWatchdogBatchSize: 50
-checkLockSyncedSlaves: true
+checkLockSyncedSlaves: false
 "#,
         )
         .unwrap();
@@ -283,13 +294,10 @@ checkLockSyncedSlaves: true
         assert_eq!(c.retry_delay, Duration::from_millis(1500));
         assert_eq!(c.lock_watchdog_timeout, Duration::from_secs(6));
         assert_eq!(c.lock_watchdog_batch_size, 50);
+        assert!(!c.check_lock_synced_slaves);
         assert_eq!(
             file.ignored,
-            vec![
-                "checkLockSyncedSlaves",
-                "clusterServersConfig.scanInterval",
-                "codec"
-            ]
+            vec!["clusterServersConfig.scanInterval", "codec"]
         );
     }
 
@@ -331,6 +339,10 @@ checkLockSyncedSlaves: true
                 .contains("lockWatchdogTimeout must be at least 30 ms")
         );
         assert!(err(": : :").contains("Redisson YAML config"));
+        assert!(
+            err("singleServerConfig: {address: 'redis://a:1'}\ncheckLockSyncedSlaves: 1")
+                .contains("checkLockSyncedSlaves must be true or false")
+        );
         assert!(format!(
             "{:?}",
             Config::from_redisson_yaml(

@@ -18,6 +18,7 @@ use crate::hold::Hold;
 use crate::lease::lease_millis;
 use crate::naming;
 use crate::pubsub::UNLOCK_MESSAGE;
+use crate::replica_sync::Synced;
 use crate::script::{self, ACQUIRE, FORCE_UNLOCK, UNLOCK};
 use crate::wait::{self, Patience};
 use crate::OwnerId;
@@ -164,7 +165,7 @@ impl RLock {
             None => {
                 let field = self.field_of(owner);
                 let lease = self.client.config.lock_watchdog_timeout;
-                self.send_unlock(&field, lease, &UnlockRequest::new())
+                self.send_unlock(&field, lease, &UnlockRequest::new(), true)
                     .await
                     .map(|(unlocked, _)| unlocked)
             }
@@ -176,10 +177,10 @@ impl RLock {
     /// is refused with [`Error::WrongType`] and left alone.
     pub async fn force_unlock(&self) -> Result<bool> {
         self.client.ensure_open()?;
-        let reply = FORCE_UNLOCK
-            .run(
-                &self.client.redis,
-                self.client.timeout(),
+        let (reply, synced) = self
+            .client
+            .write(
+                &FORCE_UNLOCK,
                 &[&self.name, &self.channel()],
                 vec![UNLOCK_MESSAGE.into(), self.client.publish_command.into()],
             )
@@ -194,6 +195,12 @@ impl RLock {
                     hold.lease.mark_lost();
                 }
             }
+        }
+        if let Synced::Short { .. } = synced {
+            return Err(self
+                .client
+                .replica_sync
+                .not_synced("force_unlock", &self.name, synced));
         }
         Ok(deleted)
     }
@@ -325,55 +332,94 @@ impl RLock {
         watchdog: bool,
     ) -> Result<Attempt> {
         let field = hold.field(&self.client.id);
-        let sent_at = Instant::now();
-        if hold.count() > 0 {
-            // A re-entry resets the key's TTL to this lease, maybe a shorter one.
-            hold.lease.shorten(sent_at, lease);
-        }
-        let reply = ACQUIRE
-            .run(
-                &self.client.redis,
-                self.client.timeout(),
-                &[&self.name],
-                vec![lease_ms.into(), field.as_str().into()],
-            )
-            .await;
-        let ttl = match reply {
-            Ok(Value::Null) => None,
-            Ok(value) => match script::as_i64(&value) {
-                Some(ttl) => Some(ttl),
-                None => {
-                    self.client.holds.retire_if_done(hold);
-                    return Err(script::unexpected("acquire", &value));
+        let mut attempt = 1;
+        // Re-sends after a reply that was lost but resolved as "not taken"
+        // (typically a MOVED after a failover, which fred does not follow
+        // with one attempt allowed).
+        let mut resends = 0;
+        loop {
+            let sent_at = Instant::now();
+            if hold.count() > 0 {
+                // A re-entry resets the key's TTL to this lease, maybe a shorter one.
+                hold.lease.shorten(sent_at, lease);
+            }
+            let reply = self
+                .client
+                .write(
+                    &ACQUIRE,
+                    &[&self.name],
+                    vec![lease_ms.into(), field.as_str().into()],
+                )
+                .await;
+            let (ttl, synced) = match reply {
+                Ok((Value::Null, synced)) => (None, synced),
+                Ok((value, synced)) => match script::as_i64(&value) {
+                    Some(ttl) => (Some(ttl), synced),
+                    None => {
+                        self.client.holds.retire_if_done(hold);
+                        return Err(script::unexpected("acquire", &value));
+                    }
+                },
+                // Whether the replicas have it stays unknown here; the
+                // watchdog's synced renewals cover it from the next cycle.
+                Err(e) if e.outcome_unknown() => {
+                    match self.resolve_acquire(hold, &field, e).await {
+                        Ok(Some(_)) if resends < self.client.config.retry_attempts => {
+                            // Not taken, so sending it again cannot take it twice.
+                            resends += 1;
+                            continue;
+                        }
+                        Ok(ttl) => (ttl, Synced::NotWaited),
+                        Err(e) => {
+                            self.client.holds.retire_if_done(hold);
+                            return Err(e);
+                        }
+                    }
                 }
-            },
-            Err(e) if e.outcome_unknown() => match self.resolve_acquire(hold, &field, e).await {
-                Ok(ttl) => ttl,
                 Err(e) => {
                     self.client.holds.retire_if_done(hold);
-                    return Err(e);
+                    return Err(self.wrong_type(e));
                 }
-            },
-            Err(e) => {
-                self.client.holds.retire_if_done(hold);
-                return Err(self.wrong_type(e));
+            };
+            if let (None, Synced::Short { .. }) = (ttl, synced) {
+                // Taken on the primary only: a failover now would lose it
+                // while we believe we hold it. Undo, then retry (Redisson's
+                // NoSyncedSlavesException handling).
+                if let Err(e) = self
+                    .send_unlock(&field, lease, &UnlockRequest::new(), false)
+                    .await
+                {
+                    tracing::warn!(lock = %self.name, error = %e, "undoing an unsynced acquire failed; it expires with its lease");
+                }
+                let config = &self.client.config;
+                if attempt >= config.retry_attempts {
+                    self.client.holds.retire_if_done(hold);
+                    return Err(self
+                        .client
+                        .replica_sync
+                        .not_synced("acquire", &self.name, synced));
+                }
+                tracing::info!(lock = %self.name, attempt, ?synced, "acquire not confirmed by replicas; undone, retrying");
+                attempt += 1;
+                tokio::time::sleep(config.retry_delay).await;
+                continue;
             }
-        };
-        match ttl {
-            None => {
-                hold.on_acquired(sent_at, lease, watchdog);
-                Ok(Attempt::Acquired(LockGuard::new(
-                    self.clone(),
-                    hold.clone(),
-                    watchdog,
-                )))
-            }
-            Some(ttl) => {
-                self.client.holds.retire_if_done(hold);
-                Ok(Attempt::Held(
-                    (ttl >= 0).then(|| Duration::from_millis(ttl as u64)),
-                ))
-            }
+            return match ttl {
+                None => {
+                    hold.on_acquired(sent_at, lease, watchdog);
+                    Ok(Attempt::Acquired(LockGuard::new(
+                        self.clone(),
+                        hold.clone(),
+                        watchdog,
+                    )))
+                }
+                Some(ttl) => {
+                    self.client.holds.retire_if_done(hold);
+                    Ok(Attempt::Held(
+                        (ttl >= 0).then(|| Duration::from_millis(ttl as u64)),
+                    ))
+                }
+            };
         }
     }
 
@@ -385,7 +431,7 @@ impl RLock {
             name: self.name.to_string(),
             cause: format!("{cause}; then {e}"),
         };
-        let redis = &self.client.redis;
+        let redis = self.client.writer(&self.name);
         let count: Option<i64> = self
             .query(redis.hget(&*self.name, field))
             .await
@@ -459,7 +505,7 @@ impl RLock {
             });
         }
         let lease = hold.lease_after_release(watchdog, self.client.config.lock_watchdog_timeout);
-        let outcome = self.send_unlock(&field, lease, request).await;
+        let outcome = self.send_unlock(&field, lease, request, true).await;
         let left = hold.on_released(watchdog);
         match &outcome {
             Ok((Unlocked::StillHeld, sent_at)) if left > 0 => hold.lease.confirm(*sent_at, lease),
@@ -501,7 +547,7 @@ impl RLock {
     async fn give_back_untracked(&self, hold: &Arc<Hold>) {
         let field = hold.field(&self.client.id);
         let count: Result<Option<i64>> = self
-            .query(self.client.redis.hget(&*self.name, &field))
+            .query(self.client.writer(&self.name).hget(&*self.name, &field))
             .await;
         let extra = match count {
             Ok(count) => count.unwrap_or(0) - i64::from(hold.count()),
@@ -513,7 +559,10 @@ impl RLock {
         let lease = hold.lease_after_release(false, self.client.config.lock_watchdog_timeout);
         for _ in 0..extra.clamp(0, 64) {
             tracing::info!(lock = %self.name, "giving back a hold this client did not record");
-            match self.send_unlock(&field, lease, &UnlockRequest::new()).await {
+            match self
+                .send_unlock(&field, lease, &UnlockRequest::new(), true)
+                .await
+            {
                 Ok((Unlocked::StillHeld, _)) => {}
                 Ok((Unlocked::Released, _)) => break,
                 Err(e) => {
@@ -535,12 +584,15 @@ impl RLock {
     /// same latch key, so a retry replays the first outcome instead of
     /// releasing twice, and never after the latch could have expired. Returns
     /// the outcome and when the request started: a replayed reply describes an
-    /// execution no earlier than that.
+    /// execution no earlier than that. With `synced`, a reply the replicas did
+    /// not confirm is replayed the same way, and is an error on the last
+    /// attempt.
     async fn send_unlock(
         &self,
         field: &str,
         lease: Duration,
         request: &UnlockRequest,
+        synced: bool,
     ) -> Result<(Unlocked, Instant)> {
         let config = &self.client.config;
         let latch = naming::latch_name(&self.name, &request.id);
@@ -562,10 +614,10 @@ impl RLock {
         let mut attempt = 0;
         let sent_at = request.started;
         let reply = loop {
-            let reply = UNLOCK
-                .run(
-                    &self.client.redis,
-                    self.client.timeout(),
+            let reply = self
+                .client
+                .write(
+                    &UNLOCK,
                     &[&self.name, &channel, &latch],
                     vec![
                         UNLOCK_MESSAGE.into(),
@@ -577,7 +629,20 @@ impl RLock {
                 )
                 .await;
             match reply {
-                Ok(reply) => break reply,
+                Ok((_, short @ Synced::Short { .. })) if synced => {
+                    if attempt + 1 >= config.retry_attempts
+                        || too_late(Instant::now() + config.retry_delay)
+                    {
+                        return Err(self
+                            .client
+                            .replica_sync
+                            .not_synced("unlock", &self.name, short));
+                    }
+                    attempt += 1;
+                    tracing::info!(lock = %self.name, attempt, ?short, "unlock not confirmed by replicas; replaying through the latch");
+                    tokio::time::sleep(config.retry_delay).await;
+                }
+                Ok((reply, _)) => break reply,
                 Err(e)
                     if e.outcome_unknown()
                         && attempt + 1 < config.retry_attempts

@@ -31,6 +31,15 @@ impl Script {
         }
     }
 
+    fn argv(&self, keys: &[&str], args: Vec<Value>) -> Vec<Value> {
+        let mut argv: Vec<Value> = Vec::with_capacity(2 + keys.len() + args.len());
+        argv.push(self.sha1.as_str().into());
+        argv.push((keys.len() as i64).into());
+        argv.extend(keys.iter().map(|k| Value::from(*k)));
+        argv.extend(args);
+        argv
+    }
+
     /// Runs the script once on the node that owns `keys[0]`.
     pub(crate) async fn run(
         &self,
@@ -39,11 +48,7 @@ impl Script {
         keys: &[&str],
         args: Vec<Value>,
     ) -> Result<Value> {
-        let mut argv: Vec<Value> = Vec::with_capacity(2 + keys.len() + args.len());
-        argv.push(self.sha1.as_str().into());
-        argv.push((keys.len() as i64).into());
-        argv.extend(keys.iter().map(|k| Value::from(*k)));
-        argv.extend(args);
+        let mut argv = self.argv(keys, args);
         match send(redis, timeout, "EVALSHA", argv.clone()).await {
             // NOSCRIPT means the script did not run: sending its text is safe.
             Err(Error::Redis(msg)) if msg.starts_with("NOSCRIPT") => {
@@ -53,6 +58,90 @@ impl Script {
             other => other,
         }
     }
+}
+
+impl Script {
+    /// Runs the script once, pipelined with `WAIT <replicas> <wait>` on the
+    /// same connection, so the WAIT covers exactly this write. Returns the
+    /// script's reply and how many replicas acknowledged, or `None` when the
+    /// server has no WAIT (a proxy that refuses it).
+    pub(crate) async fn run_then_wait(
+        &self,
+        redis: &Client,
+        timeout: Duration,
+        keys: &[&str],
+        args: Vec<Value>,
+        replicas: i64,
+        wait: Duration,
+    ) -> Result<(Value, Option<i64>)> {
+        let mut argv = self.argv(keys, args);
+        let limit = timeout + wait;
+        let slot = fred::util::redis_keyslot(keys[0].as_bytes());
+        let first =
+            send_then_wait(redis, limit, "EVALSHA", argv.clone(), slot, replicas, wait).await;
+        let (reply, acked) = match first {
+            // NOSCRIPT means the script did not run: sending its text is safe.
+            Err(Error::Redis(msg)) if msg.starts_with("NOSCRIPT") => {
+                argv[0] = self.text.into();
+                send_then_wait(redis, limit, "EVAL", argv, slot, replicas, wait).await?
+            }
+            other => other?,
+        };
+        Ok((reply, acked))
+    }
+}
+
+/// `cmd argv` then `WAIT replicas wait`, as one pipeline with one attempt.
+async fn send_then_wait(
+    redis: &Client,
+    timeout: Duration,
+    cmd: &'static str,
+    argv: Vec<Value>,
+    slot: u16,
+    replicas: i64,
+    wait: Duration,
+) -> Result<(Value, Option<i64>)> {
+    let options = Options {
+        max_attempts: Some(1),
+        timeout: Some(timeout),
+        ..Options::default()
+    };
+    let pipeline = fred::clients::Pipeline::from(redis.with_options(&options));
+    let script = CustomCommand::new_static(cmd, ClusterHash::Custom(slot), false);
+    let wait_cmd = CustomCommand::new_static("WAIT", ClusterHash::Custom(slot), false);
+    let queue = |e: fred::error::Error| Error::from_redis(&e, timeout);
+    pipeline
+        .custom::<(), Value>(script, argv)
+        .await
+        .map_err(queue)?;
+    pipeline
+        .custom::<(), Value>(
+            wait_cmd,
+            vec![replicas.into(), (wait.as_millis() as i64).into()],
+        )
+        .await
+        .map_err(queue)?;
+    let call = pipeline.try_all::<Value>();
+    let mut replies = match tokio::time::timeout(timeout + Duration::from_secs(1), call).await {
+        Ok(replies) => replies.into_iter(),
+        Err(_) => return Err(Error::Timeout(timeout)),
+    };
+    let reply = replies
+        .next()
+        .unwrap_or_else(|| Ok(Value::Null))
+        .map_err(|e| Error::from_redis(&e, timeout))?;
+    let acked = match replies.next() {
+        Some(Ok(value)) => as_i64(&value),
+        Some(Err(e)) if e.details().contains("unknown command") => None,
+        Some(Err(e)) => return Err(Error::from_redis(&e, timeout)),
+        // The pipeline failed as a whole: only one (error) result.
+        None => {
+            return Err(Error::Connection(
+                "pipeline ended without a WAIT reply".into(),
+            ))
+        }
+    };
+    Ok((reply, acked))
 }
 
 async fn send(

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use crate::client::ClientInner;
 use crate::hold::Hold;
+use crate::replica_sync::Synced;
 use crate::script::{self, RENEW};
 
 /// Counters of a client's watchdog, for metrics and tests.
@@ -100,12 +101,22 @@ async fn renew_batch(client: &ClientInner, holds: &[Arc<Hold>], cycle: &mut Cycl
     args.extend(holds.iter().map(|h| Value::from(h.field(&client.id))));
     let sent_at = Instant::now();
     cycle.scripts += 1;
-    let reply = RENEW
-        .run(&client.redis, client.timeout(), &keys, args)
-        .await;
+    let reply = client.write(&RENEW, &keys, args).await;
     let flags = match reply {
-        Ok(Value::Array(flags)) if flags.len() == holds.len() => flags,
-        Ok(other) => {
+        Ok((_, Synced::Short { acked, connected })) => {
+            // Renewed on the primary only: a failover now would bring back
+            // the old expiry, so the deadlines are not moved.
+            tracing::warn!(
+                acked,
+                connected,
+                locks = holds.len(),
+                "lock renewal not confirmed by replicas"
+            );
+            cycle.failures += 1;
+            return;
+        }
+        Ok((Value::Array(flags), _)) if flags.len() == holds.len() => flags,
+        Ok((other, _)) => {
             tracing::warn!(reply = ?other, "unexpected renewal reply");
             cycle.failures += 1;
             return;

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod java;
+pub mod topology;
 
 use std::net::TcpListener as StdListener;
 use std::process::Stdio;
@@ -68,6 +69,8 @@ pub fn free_port() -> u16 {
 pub struct RedisServer {
     pub port: u16,
     child: Option<Child>,
+    /// A config file given before the flags (sentinels need one they can rewrite).
+    config_file: Option<std::path::PathBuf>,
     extra: Vec<String>,
 }
 
@@ -78,18 +81,48 @@ impl RedisServer {
     }
 
     pub async fn start_with(extra: &[&str]) -> Self {
+        Self::start_on(free_port(), None, extra).await
+    }
+
+    /// Starts on `port`, with an optional config file before the flags.
+    pub async fn start_on(
+        port: u16,
+        config_file: Option<std::path::PathBuf>,
+        extra: &[&str],
+    ) -> Self {
+        init_tracing();
         let mut server = RedisServer {
-            port: free_port(),
+            port,
             child: None,
+            config_file,
             extra: extra.iter().map(|s| s.to_string()).collect(),
         };
         server.spawn().await;
         server
     }
 
+    /// The server's process id, for signals.
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().and_then(|c| c.id()).expect("running") as i32
+    }
+
+    /// SIGSTOP: the process stops answering but keeps its sockets open, as a
+    /// hung or partitioned node would.
+    pub fn freeze(&self) {
+        assert_eq!(unsafe { libc::kill(self.pid(), libc::SIGSTOP) }, 0);
+    }
+
+    /// SIGCONT after `freeze`.
+    pub fn thaw(&self) {
+        assert_eq!(unsafe { libc::kill(self.pid(), libc::SIGCONT) }, 0);
+    }
+
     async fn spawn(&mut self) {
         let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
         let mut cmd = Command::new(&binary);
+        if let Some(file) = &self.config_file {
+            cmd.arg(file);
+        }
         cmd.args([
             "--port",
             &self.port.to_string(),
@@ -115,7 +148,9 @@ impl RedisServer {
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         within("redis-server start", async {
             while let Some(line) = lines.next_line().await.unwrap() {
-                if line.contains("Ready to accept connections") {
+                // A sentinel never says "Ready"; it is once it monitors its primary.
+                if line.contains("Ready to accept connections") || line.contains("+monitor master")
+                {
                     return;
                 }
             }

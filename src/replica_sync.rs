@@ -1,0 +1,166 @@
+//! Replica-synced lock writes, like Redisson's `syncedEval` with
+//! `checkLockSyncedSlaves`.
+//!
+//! On a cluster or sentinel deployment every lock script is followed, in the
+//! same pipeline and on the same connection, by
+//! `WAIT <connected replicas> <slavesSyncTimeout>`, so the write is known to
+//! have reached the replicas a failover would promote. The number of
+//! connected replicas comes from `INFO replication` on the primary, cached and
+//! dropped whenever a WAIT reply disagrees with it (and after a second, so a
+//! replica that joins is noticed even when none were there). A single-server
+//! address never waits, as in Redisson.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use fred::clients::Client;
+use fred::interfaces::{ClientLike, ClusterInterface};
+use fred::types::{ClusterHash, CustomCommand, Value};
+use parking_lot::Mutex;
+
+use crate::config::{Config, ReplicaQuorum};
+use crate::error::{Error, Result};
+use crate::script::Script;
+
+/// How long a replica count read from INFO is trusted.
+const REPLICA_COUNT_TTL: Duration = Duration::from_secs(1);
+
+/// What the replicas confirmed for one write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Synced {
+    /// Nothing to wait for (single server, or WAIT refused by the server).
+    NotWaited,
+    /// The quorum confirmed (or the check is off).
+    Confirmed,
+    /// Too few replicas confirmed within `slavesSyncTimeout`.
+    Short { acked: i64, connected: i64 },
+}
+
+/// The replica-sync policy of one client.
+pub(crate) struct ReplicaSync {
+    /// False on a single-server address, or once the server refused WAIT.
+    enabled: AtomicBool,
+    check: bool,
+    quorum: ReplicaQuorum,
+    wait: Duration,
+    timeout: Duration,
+    /// Connected replicas per primary (by slot owner), and when it was read.
+    replicas: Mutex<HashMap<String, (i64, Instant)>>,
+}
+
+impl ReplicaSync {
+    pub(crate) fn new(config: &Config, replicated: bool) -> Self {
+        ReplicaSync {
+            enabled: AtomicBool::new(replicated),
+            check: config.check_lock_synced_slaves,
+            quorum: config.replica_quorum,
+            wait: config.slaves_sync_timeout,
+            timeout: config.timeout,
+            replicas: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Runs `script` once on `redis` (the node owning `keys[0]`), then waits
+    /// for that node's replicas.
+    pub(crate) async fn run(
+        &self,
+        redis: &Client,
+        script: &Script,
+        keys: &[&str],
+        args: Vec<Value>,
+    ) -> Result<(Value, Synced)> {
+        if !self.enabled.load(Ordering::Relaxed) {
+            let reply = script.run(redis, self.timeout, keys, args).await?;
+            return Ok((reply, Synced::NotWaited));
+        }
+        let slot = fred::util::redis_keyslot(keys[0].as_bytes());
+        let node = primary_name(redis, slot);
+        let connected = self.connected_replicas(redis, &node, slot).await?;
+        if connected == 0 {
+            // As Redisson: no WAIT when the primary has no replica.
+            let reply = script.run(redis, self.timeout, keys, args).await?;
+            return Ok((reply, self.judge(0, 0)));
+        }
+        let (reply, acked) = script
+            .run_then_wait(redis, self.timeout, keys, args, connected, self.wait)
+            .await?;
+        let Some(acked) = acked else {
+            tracing::warn!("the server refuses WAIT; lock writes are no longer replica-synced");
+            self.enabled.store(false, Ordering::Relaxed);
+            return Ok((reply, Synced::NotWaited));
+        };
+        if acked != connected {
+            // The replica set changed (or lags): read it again next time.
+            self.replicas.lock().remove(&node);
+        }
+        Ok((reply, self.judge(acked, connected)))
+    }
+
+    fn judge(&self, acked: i64, connected: i64) -> Synced {
+        if self.quorum.is_met(acked, connected) {
+            Synced::Confirmed
+        } else if !self.check {
+            tracing::warn!(
+                acked,
+                connected,
+                "lock write not confirmed by replicas (checkLockSyncedSlaves is off)"
+            );
+            Synced::Confirmed
+        } else {
+            Synced::Short { acked, connected }
+        }
+    }
+
+    /// The error for a write that stayed short on every attempt.
+    pub(crate) fn not_synced(&self, operation: &'static str, name: &str, synced: Synced) -> Error {
+        let (acked, connected) = match synced {
+            Synced::Short { acked, connected } => (acked, connected),
+            _ => (0, 0),
+        };
+        Error::ReplicasNotSynced {
+            operation,
+            name: name.to_string(),
+            acked,
+            connected,
+            required: match self.quorum {
+                ReplicaQuorum::Any => "at least 1".into(),
+                ReplicaQuorum::All => "all".into(),
+                ReplicaQuorum::AtLeast(n) => format!("at least {n}"),
+            },
+        }
+    }
+
+    async fn connected_replicas(&self, redis: &Client, node: &str, slot: u16) -> Result<i64> {
+        if let Some((count, read_at)) = self.replicas.lock().get(node) {
+            if read_at.elapsed() < REPLICA_COUNT_TTL {
+                return Ok(*count);
+            }
+        }
+        let info: String = redis
+            .custom(
+                CustomCommand::new_static("INFO", ClusterHash::Custom(slot), false),
+                vec!["replication"],
+            )
+            .await
+            .map_err(|e| Error::from_redis(&e, self.timeout))?;
+        let count = info
+            .lines()
+            .find_map(|l| l.strip_prefix("connected_slaves:"))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0);
+        self.replicas
+            .lock()
+            .insert(node.to_string(), (count, Instant::now()));
+        Ok(count)
+    }
+}
+
+/// The primary that owns `slot` on a cluster, as fred last saw it; one name
+/// for every slot otherwise.
+fn primary_name(redis: &Client, slot: u16) -> String {
+    redis
+        .cached_cluster_state()
+        .and_then(|state| state.get_server(slot).map(|s| s.to_string()))
+        .unwrap_or_default()
+}

@@ -1,0 +1,252 @@
+//! Redis Cluster: 3 primaries with 3 replicas, started by the test.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use common::topology::{node_client, until, Cluster};
+use common::{command_calls, config, within};
+use fred::prelude::*;
+use fred::types::{ClusterHash, CustomCommand};
+use redisson_lock::{naming, Error, RedissonClient};
+
+async fn connect(cluster: &Cluster, watchdog: Duration) -> RedissonClient {
+    RedissonClient::connect(config(&cluster.url(), watchdog))
+        .await
+        .expect("connect to the cluster")
+}
+
+/// Subscribers of a shard channel on one node (`PUBSUB SHARDNUMSUB`).
+async fn shardnumsub(port: u16, channel: &str) -> i64 {
+    let c = node_client(port).await;
+    let reply: Vec<Value> = c
+        .custom(
+            CustomCommand::new_static("PUBSUB", ClusterHash::Random, false),
+            vec!["SHARDNUMSUB", channel],
+        )
+        .await
+        .unwrap();
+    let _ = c.quit().await;
+    reply[1].as_i64().unwrap()
+}
+
+/// Lock names until every primary owns at least two of them.
+async fn names_on_every_primary(cluster: &Cluster) -> Vec<String> {
+    let primaries = cluster.primaries().await;
+    let mut per_primary: BTreeMap<u16, usize> = BTreeMap::new();
+    let mut names = vec![];
+    let mut k = 0;
+    while primaries
+        .iter()
+        .any(|p| per_primary.get(p).copied().unwrap_or(0) < 2)
+    {
+        let name = format!("order:{k}");
+        k += 1;
+        let owner = cluster.owner_of(naming::slot(&name)).await;
+        if per_primary.get(&owner).copied().unwrap_or(0) < 2 {
+            *per_primary.entry(owner).or_default() += 1;
+            names.push(name);
+        }
+    }
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_spread_over_every_primary_and_renew_with_one_script_per_slot() {
+    let cluster = Cluster::start().await;
+    let client = connect(&cluster, Duration::from_secs(1)).await;
+    assert!(
+        client.sharded_pubsub(),
+        "AUTO picks SPUBLISH on a Redis 7 cluster"
+    );
+
+    // Two names share a hash tag, so they share a slot and a renewal script.
+    let mut names = names_on_every_primary(&cluster).await;
+    names.push("{batch}:a".into());
+    names.push("{batch}:b".into());
+    let mut guards = vec![];
+    for name in &names {
+        guards.push(client.lock(name).unwrap().lock().await.unwrap());
+    }
+    // Each primary stores exactly the locks of its slots.
+    for primary in cluster.primaries().await {
+        let c = node_client(primary).await;
+        let mut expected = 0;
+        for name in &names {
+            if cluster.owner_of(naming::slot(name)).await == primary {
+                expected += 1;
+                let n: i64 = c
+                    .custom(
+                        CustomCommand::new_static("EXISTS", ClusterHash::Random, false),
+                        vec![name.as_str()],
+                    )
+                    .await
+                    .unwrap();
+                assert_eq!(n, 1, "{name} lives on its slot's primary {primary}");
+            }
+        }
+        assert!(expected >= 2);
+        let _ = c.quit().await;
+    }
+
+    let slots: BTreeSet<u16> = names.iter().map(|n| naming::slot(n)).collect();
+    assert_eq!(slots.len(), names.len() - 1);
+    let mut updates = client.watchdog_updates();
+    let stats = within("a full renewal cycle", async {
+        loop {
+            updates.changed().await.unwrap();
+            let s = *updates.borrow_and_update();
+            if s.last_cycle_locks == names.len() as u64 {
+                return s;
+            }
+        }
+    })
+    .await;
+    assert_eq!(
+        stats.last_cycle_scripts,
+        slots.len() as u64,
+        "one renewal script per slot"
+    );
+
+    for guard in guards {
+        guard.unlock().await.unwrap();
+    }
+    for name in &names {
+        assert!(!client.lock(name).unwrap().is_locked().await.unwrap());
+    }
+    client.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_follow_their_shard_subscription_through_failover_and_resharding() {
+    let cluster = Cluster::start().await;
+    let holder = connect(&cluster, Duration::from_secs(2)).await;
+    let waiter = connect(&cluster, Duration::from_secs(2)).await;
+    let name = "shipments";
+    let channel = naming::channel_name(name);
+    let slot = naming::slot(name);
+
+    // Three rounds, each with a waiter subscribed: nothing happens, the
+    // slot's primary fails over, the slot migrates to another primary.
+    for round in 0..3 {
+        // A long explicit lease: only the unlock message can wake the waiter in time.
+        let guard = holder
+            .lock(name)
+            .unwrap()
+            .lock_with_lease(Duration::from_secs(120))
+            .await
+            .unwrap();
+        let lock = waiter.lock(name).unwrap();
+        let waiting = tokio::spawn(async move { lock.lock().await });
+        let owner = cluster.owner_of(slot).await;
+        until(
+            "the waiter's shard subscription on the slot's owner",
+            || async { shardnumsub(owner, &channel).await == 1 },
+        )
+        .await;
+        // Classic pub/sub is not used in sharded mode.
+        assert_eq!(common::numsub(&node_client(owner).await, &channel).await, 0);
+
+        let owner = match round {
+            1 => cluster.failover(owner).await,
+            2 => {
+                let to = *cluster
+                    .primaries()
+                    .await
+                    .iter()
+                    .find(|p| **p != owner)
+                    .unwrap();
+                cluster.migrate_slot(slot, to).await;
+                to
+            }
+            _ => owner,
+        };
+        assert_eq!(cluster.owner_of(slot).await, owner);
+        // The server dropped the old subscription; the client re-made it on
+        // the new owner while still waiting.
+        until("the shard subscription moved to the new owner", || async {
+            shardnumsub(owner, &channel).await == 1
+        })
+        .await;
+        assert!(
+            !waiting.is_finished(),
+            "round {round}: the waiter is still waiting"
+        );
+        guard.unlock().await.unwrap();
+        let got = within("waiter woken by SPUBLISH", waiting)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            got.unlock().await.unwrap(),
+            redisson_lock::Unlocked::Released
+        );
+        until("the waiter left the channel", || async {
+            shardnumsub(owner, &channel).await == 0
+        })
+        .await;
+    }
+    holder.shutdown().await;
+    waiter.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_no_replica_confirms_is_undone_and_refused() {
+    let cluster = Cluster::start().await;
+    let name = "ledger";
+    let primary = cluster.owner_of(naming::slot(name)).await;
+    let replica = cluster.replica_of(primary).await;
+    let mut strict = config(&cluster.url(), Duration::from_secs(2));
+    strict.slaves_sync_timeout = Duration::from_millis(200);
+    strict.retry_attempts = 2;
+    let client = RedissonClient::connect(strict.clone()).await.unwrap();
+    let mut lax_config = strict;
+    lax_config.check_lock_synced_slaves = false;
+    let lax = RedissonClient::connect(lax_config).await.unwrap();
+    let raw = node_client(primary).await;
+
+    // Healthy: the acquire is followed by a WAIT on the primary.
+    let waits = command_calls(&raw, "wait").await;
+    let guard = client.lock(name).unwrap().lock().await.unwrap();
+    assert!(command_calls(&raw, "wait").await > waits);
+    guard.unlock().await.unwrap();
+
+    cluster.node(replica).freeze();
+    let lock = client.lock(name).unwrap();
+    let refused = lock.lock().await.unwrap_err();
+    cluster.node(replica).thaw();
+    match &refused {
+        Error::ReplicasNotSynced {
+            operation,
+            acked,
+            connected,
+            ..
+        } => {
+            assert_eq!((*operation, *acked, *connected), ("acquire", 0, 1));
+        }
+        other => panic!("expected ReplicasNotSynced, got {other:?}"),
+    }
+    assert!(refused.to_string().contains("reached 0 of 1 replicas"));
+    // Both attempts were undone: nothing is held on the primary.
+    assert!(!lock.is_locked().await.unwrap());
+    assert_eq!(lock.hold_count().await.unwrap(), 0);
+    assert_eq!(client.held_locks(), 0);
+
+    // With checkLockSyncedSlaves off the shortfall is only logged.
+    cluster.node(replica).freeze();
+    let taken = lax.lock(name).unwrap().lock().await;
+    cluster.node(replica).thaw();
+    let taken = taken.unwrap();
+    assert!(lax.lock(name).unwrap().is_held().await.unwrap());
+    taken.unlock().await.unwrap();
+
+    // Once the replica answers again, the strict client gets the lock.
+    cluster.await_healthy().await;
+    let guard = within("acquire after the replica recovers", lock.lock())
+        .await
+        .unwrap();
+    guard.unlock().await.unwrap();
+    client.shutdown().await;
+    lax.shutdown().await;
+}

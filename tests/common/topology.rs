@@ -1,0 +1,565 @@
+//! Real local topologies started by the tests: a Redis Cluster of 3 primaries
+//! with 3 replicas (joined by `redis-cli --cluster create`) and a Sentinel
+//! deployment of 1 primary, 2 replicas and 3 sentinels.
+
+use std::net::TcpListener as StdListener;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use fred::prelude::*;
+use fred::types::{ClusterHash, CustomCommand};
+
+use super::{within, RedisServer};
+
+/// A scratch directory removed on drop.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(what: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "redisson-lock-{what}-{}-{:016x}",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A free port whose cluster bus port (+10000) is free too.
+fn free_cluster_port() -> u16 {
+    loop {
+        let l = StdListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        if port < 55_000 && StdListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// Polls `check` until it holds. Redis has no event for topology changes
+/// (cluster state, replication links), so this re-reads them.
+pub async fn until<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    within(what, async {
+        while !check().await {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}
+
+/// A plain client for one node (no cluster routing).
+pub async fn node_client(port: u16) -> Client {
+    let config =
+        fred::types::config::Config::from_url(&format!("redis://127.0.0.1:{port}")).unwrap();
+    let client = Builder::from_config(config).build().unwrap();
+    client.init().await.unwrap();
+    client
+}
+
+async fn info_field(client: &Client, section: &str, field: &str) -> Option<String> {
+    let info: String = client
+        .custom(
+            CustomCommand::new_static("INFO", ClusterHash::Random, false),
+            vec![section],
+        )
+        .await
+        .ok()?;
+    let prefix = format!("{field}:");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map(|v| v.trim().to_string())
+}
+
+/// A Redis Cluster of 3 primaries, each with 1 replica.
+pub struct Cluster {
+    pub nodes: Vec<RedisServer>,
+    _dir: Scratch,
+}
+
+impl Cluster {
+    pub async fn start() -> Self {
+        let dir = Scratch::new("cluster");
+        let mut nodes = Vec::new();
+        for _ in 0..6 {
+            let port = free_cluster_port();
+            let conf = dir.0.join(format!("nodes-{port}.conf"));
+            nodes.push(
+                RedisServer::start_on(
+                    port,
+                    None,
+                    &[
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        conf.to_str().unwrap(),
+                        "--cluster-node-timeout",
+                        "1000",
+                        "--dir",
+                        dir.0.to_str().unwrap(),
+                    ],
+                )
+                .await,
+            );
+        }
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let out = tokio::process::Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addrs)
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .output()
+            .await
+            .expect("redis-cli (from the redis-tools package) is needed for cluster tests");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create failed: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let cluster = Cluster { nodes, _dir: dir };
+        cluster.await_healthy().await;
+        cluster
+    }
+
+    /// Waits until every node sees the cluster as ok, every primary has an
+    /// online replica, and all nodes agree on who owns which slot.
+    pub async fn await_healthy(&self) {
+        let ports: Vec<u16> = self.nodes.iter().map(|n| n.port).collect();
+        until("cluster healthy", || async {
+            let mut views = Vec::new();
+            for port in &ports {
+                let c = node_client(*port).await;
+                let ok = info_field_cluster(&c).await;
+                let view = slot_owners(&c).await;
+                let _ = c.quit().await;
+                if !ok {
+                    return false;
+                }
+                views.push(view);
+            }
+            if views.windows(2).any(|w| w[0] != w[1]) {
+                return false;
+            }
+            for primary in self.primaries().await {
+                let c = node_client(primary).await;
+                let linked = info_field(&c, "replication", "connected_slaves").await;
+                let _ = c.quit().await;
+                if linked.as_deref() != Some("1") {
+                    return false;
+                }
+            }
+            for port in &ports {
+                let c = node_client(*port).await;
+                let role = info_field(&c, "replication", "role").await;
+                let link = info_field(&c, "replication", "master_link_status").await;
+                let _ = c.quit().await;
+                if role.as_deref() == Some("slave") && link.as_deref() != Some("up") {
+                    return false;
+                }
+            }
+            true
+        })
+        .await;
+    }
+
+    /// `redis-cluster://` URL naming every node.
+    pub fn url(&self) -> String {
+        let mut url = format!("redis-cluster://127.0.0.1:{}", self.nodes[0].port);
+        for (i, n) in self.nodes.iter().enumerate().skip(1) {
+            url.push(if i == 1 { '?' } else { '&' });
+            url.push_str(&format!("node=127.0.0.1:{}", n.port));
+        }
+        url
+    }
+
+    /// Redisson-style node addresses, for the JVM peer.
+    pub fn addresses(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|n| format!("redis://127.0.0.1:{}", n.port))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    pub fn node(&self, port: u16) -> &RedisServer {
+        self.nodes.iter().find(|n| n.port == port).unwrap()
+    }
+
+    /// Ports of the current primaries, as node 0 sees them.
+    pub async fn primaries(&self) -> Vec<u16> {
+        let c = node_client(self.nodes[0].port).await;
+        let mut owners: Vec<u16> = slot_owners(&c).await.into_iter().map(|(_, p)| p).collect();
+        let _ = c.quit().await;
+        owners.sort_unstable();
+        owners.dedup();
+        owners
+    }
+
+    /// The primary that owns `slot`.
+    pub async fn owner_of(&self, slot: u16) -> u16 {
+        let c = node_client(self.nodes[0].port).await;
+        let owners = slot_owners(&c).await;
+        let _ = c.quit().await;
+        owners
+            .iter()
+            .find(|(range, _)| range.contains(&slot))
+            .map(|(_, p)| *p)
+            .expect("every slot is covered")
+    }
+
+    /// The replica of primary `port`.
+    pub async fn replica_of(&self, port: u16) -> u16 {
+        let c = node_client(port).await;
+        let info: String = c
+            .custom(
+                CustomCommand::new_static("INFO", ClusterHash::Random, false),
+                vec!["replication"],
+            )
+            .await
+            .unwrap();
+        let _ = c.quit().await;
+        info.lines()
+            .find_map(|l| l.strip_prefix("slave0:"))
+            .and_then(|v| v.split(',').find_map(|kv| kv.strip_prefix("port=")))
+            .and_then(|p| p.parse().ok())
+            .expect("the primary has a replica")
+    }
+
+    /// A manual failover: the replica of `primary` takes over its slots
+    /// (`CLUSTER FAILOVER`, which waits for the replica to catch up first).
+    /// Returns the new primary's port.
+    pub async fn failover(&self, primary: u16) -> u16 {
+        let replica = self.replica_of(primary).await;
+        let c = node_client(replica).await;
+        let _: String = c
+            .custom(
+                CustomCommand::new_static("CLUSTER", ClusterHash::Random, false),
+                vec!["FAILOVER"],
+            )
+            .await
+            .unwrap();
+        let _ = c.quit().await;
+        until("replica promoted", || async {
+            self.primaries().await.contains(&replica)
+        })
+        .await;
+        self.await_healthy().await;
+        replica
+    }
+
+    /// Moves `slot` from its owner to primary `to` (MIGRATE of every key, then
+    /// CLUSTER SETSLOT NODE on all nodes), as `redis-cli --cluster reshard` does.
+    pub async fn migrate_slot(&self, slot: u16, to: u16) {
+        let from = self.owner_of(slot).await;
+        assert_ne!(from, to);
+        let (src, dst) = (node_client(from).await, node_client(to).await);
+        let id = |c: Client| async move {
+            let id: String = c
+                .custom(
+                    CustomCommand::new_static("CLUSTER", ClusterHash::Random, false),
+                    vec!["MYID"],
+                )
+                .await
+                .unwrap();
+            id
+        };
+        let (src_id, dst_id) = (id(src.clone()).await, id(dst.clone()).await);
+        let setslot = |c: &Client, args: Vec<String>| {
+            let c = c.clone();
+            async move {
+                let _: String = c
+                    .custom(
+                        CustomCommand::new_static("CLUSTER", ClusterHash::Random, false),
+                        args,
+                    )
+                    .await
+                    .unwrap();
+            }
+        };
+        setslot(
+            &dst,
+            vec![
+                "SETSLOT".into(),
+                slot.to_string(),
+                "IMPORTING".into(),
+                src_id.clone(),
+            ],
+        )
+        .await;
+        setslot(
+            &src,
+            vec![
+                "SETSLOT".into(),
+                slot.to_string(),
+                "MIGRATING".into(),
+                dst_id.clone(),
+            ],
+        )
+        .await;
+        loop {
+            let keys: Vec<String> = src
+                .custom(
+                    CustomCommand::new_static("CLUSTER", ClusterHash::Random, false),
+                    vec![
+                        "GETKEYSINSLOT".to_string(),
+                        slot.to_string(),
+                        "100".to_string(),
+                    ],
+                )
+                .await
+                .unwrap();
+            if keys.is_empty() {
+                break;
+            }
+            let mut args: Vec<String> = vec![
+                "127.0.0.1".into(),
+                to.to_string(),
+                "".into(),
+                "0".into(),
+                "5000".into(),
+                "KEYS".into(),
+            ];
+            args.extend(keys);
+            let _: Value = src
+                .custom(
+                    CustomCommand::new_static("MIGRATE", ClusterHash::Random, false),
+                    args,
+                )
+                .await
+                .unwrap();
+        }
+        for primary in self.primaries().await {
+            let c = node_client(primary).await;
+            setslot(
+                &c,
+                vec![
+                    "SETSLOT".into(),
+                    slot.to_string(),
+                    "NODE".into(),
+                    dst_id.clone(),
+                ],
+            )
+            .await;
+            let _ = c.quit().await;
+        }
+        let _ = src.quit().await;
+        let _ = dst.quit().await;
+        until("slot moved everywhere", || async {
+            self.owner_of(slot).await == to
+        })
+        .await;
+        self.await_healthy().await;
+    }
+}
+
+async fn info_field_cluster(c: &Client) -> bool {
+    let info: Result<String, _> = c
+        .custom(
+            CustomCommand::new_static("CLUSTER", ClusterHash::Random, false),
+            vec!["INFO"],
+        )
+        .await;
+    info.map(|i| i.contains("cluster_state:ok"))
+        .unwrap_or(false)
+}
+
+/// (slot range, owner port) as one node sees them, sorted.
+async fn slot_owners(c: &Client) -> Vec<(std::ops::RangeInclusive<u16>, u16)> {
+    let slots: Result<Value, _> = c
+        .custom(
+            CustomCommand::new_static("CLUSTER", ClusterHash::Random, false),
+            vec!["SLOTS"],
+        )
+        .await;
+    let mut out = Vec::new();
+    if let Ok(Value::Array(ranges)) = slots {
+        for r in ranges {
+            if let Value::Array(parts) = r {
+                let start = parts[0].as_i64().unwrap() as u16;
+                let end = parts[1].as_i64().unwrap() as u16;
+                let port = match &parts[2] {
+                    Value::Array(node) => node[1].as_i64().unwrap() as u16,
+                    _ => continue,
+                };
+                out.push((start..=end, port));
+            }
+        }
+    }
+    out.sort_by_key(|(r, _)| *r.start());
+    out
+}
+
+/// One primary, two replicas and three sentinels watching them as `mymaster`.
+pub struct Sentinel {
+    pub primary: RedisServer,
+    pub replicas: Vec<RedisServer>,
+    pub sentinels: Vec<RedisServer>,
+    _dir: Scratch,
+}
+
+pub const SERVICE: &str = "mymaster";
+
+impl Sentinel {
+    pub async fn start() -> Self {
+        let dir = Scratch::new("sentinel");
+        let primary = RedisServer::start_with(&[]).await;
+        let mut replicas = Vec::new();
+        for _ in 0..2 {
+            let port = primary.port.to_string();
+            replicas.push(RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]).await);
+        }
+        let mut sentinels = Vec::new();
+        for i in 0..3 {
+            let file = dir.0.join(format!("sentinel-{i}.conf"));
+            std::fs::write(
+                &file,
+                format!(
+                    "sentinel monitor {SERVICE} 127.0.0.1 {} 2\n\
+                     sentinel down-after-milliseconds {SERVICE} 1000\n\
+                     sentinel failover-timeout {SERVICE} 5000\n\
+                     sentinel parallel-syncs {SERVICE} 2\n",
+                    primary.port
+                ),
+            )
+            .unwrap();
+            let port = super::free_port();
+            sentinels.push(RedisServer::start_on(port, Some(file), &["--sentinel"]).await);
+        }
+        let deployment = Sentinel {
+            primary,
+            replicas,
+            sentinels,
+            _dir: dir,
+        };
+        deployment.await_healthy().await;
+        deployment
+    }
+
+    /// Waits until the primary has both replicas online and every sentinel
+    /// knows both replicas and the other two sentinels.
+    pub async fn await_healthy(&self) {
+        let primary = self.primary_port().await;
+        until("sentinel deployment healthy", || async {
+            let c = node_client(primary).await;
+            let linked = info_field(&c, "replication", "connected_slaves").await;
+            let _ = c.quit().await;
+            if linked.as_deref() != Some("2") {
+                return false;
+            }
+            for s in &self.sentinels {
+                let c = node_client(s.port).await;
+                let master: Result<Vec<Value>, _> = c
+                    .custom(
+                        CustomCommand::new_static("SENTINEL", ClusterHash::Random, false),
+                        vec!["MASTER", SERVICE],
+                    )
+                    .await;
+                let _ = c.quit().await;
+                let Ok(fields) = master else { return false };
+                let get = |name: &str| {
+                    fields
+                        .chunks(2)
+                        .find(|kv| kv[0].as_string().as_deref() == Some(name))
+                        .and_then(|kv| kv[1].as_string())
+                };
+                if get("num-slaves").as_deref() != Some("2")
+                    || get("num-other-sentinels").as_deref() != Some("2")
+                    || get("port").map(|p| p.parse::<u16>().ok()) != Some(Some(primary))
+                {
+                    return false;
+                }
+            }
+            true
+        })
+        .await;
+    }
+
+    /// `redis-sentinel://` URL naming every sentinel.
+    pub fn url(&self) -> String {
+        let mut url = format!(
+            "redis-sentinel://127.0.0.1:{}?sentinelServiceName={SERVICE}",
+            self.sentinels[0].port
+        );
+        for s in &self.sentinels[1..] {
+            url.push_str(&format!("&node=127.0.0.1:{}", s.port));
+        }
+        url
+    }
+
+    /// The primary's port as the first sentinel reports it.
+    pub async fn primary_port(&self) -> u16 {
+        let c = node_client(self.sentinels[0].port).await;
+        let addr: Vec<String> = c
+            .custom(
+                CustomCommand::new_static("SENTINEL", ClusterHash::Random, false),
+                vec!["GET-MASTER-ADDR-BY-NAME", SERVICE],
+            )
+            .await
+            .unwrap();
+        let _ = c.quit().await;
+        addr[1].parse().unwrap()
+    }
+
+    /// All data nodes (primary first at start).
+    pub fn data_nodes(&self) -> impl Iterator<Item = &RedisServer> {
+        std::iter::once(&self.primary).chain(self.replicas.iter())
+    }
+
+    pub fn node(&self, port: u16) -> &RedisServer {
+        self.data_nodes().find(|n| n.port == port).unwrap()
+    }
+
+    /// Waits until every sentinel names a primary other than `old`, and that
+    /// node says it is a primary; returns its port.
+    pub async fn await_new_primary(&self, old: u16) -> u16 {
+        within("sentinel failover", async {
+            loop {
+                if let Some(new) = self.agreed_primary(old).await {
+                    return new;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+    }
+
+    async fn agreed_primary(&self, old: u16) -> Option<u16> {
+        let mut seen = Vec::new();
+        for s in &self.sentinels {
+            let c = node_client(s.port).await;
+            let addr: Result<Vec<String>, _> = c
+                .custom(
+                    CustomCommand::new_static("SENTINEL", ClusterHash::Random, false),
+                    vec!["GET-MASTER-ADDR-BY-NAME", SERVICE],
+                )
+                .await;
+            let _ = c.quit().await;
+            match addr
+                .ok()
+                .and_then(|a| a.get(1).and_then(|p| p.parse::<u16>().ok()))
+            {
+                Some(p) if p != old => seen.push(p),
+                _ => return None,
+            }
+        }
+        if !seen.windows(2).all(|w| w[0] == w[1]) {
+            return None;
+        }
+        let c = node_client(seen[0]).await;
+        let role = info_field(&c, "replication", "role").await;
+        let _ = c.quit().await;
+        (role.as_deref() == Some("master")).then_some(seen[0])
+    }
+}

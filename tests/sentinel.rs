@@ -1,0 +1,190 @@
+//! Sentinel: 1 primary, 2 replicas and 3 sentinels, started by the test.
+
+mod common;
+
+use std::time::Duration;
+
+use common::topology::{node_client, Sentinel};
+use common::{config, within};
+use fred::prelude::*;
+use redisson_lock::{RedissonClient, Unlocked};
+
+async fn connect(sentinel: &Sentinel, check_synced: bool, watchdog: Duration) -> RedissonClient {
+    let mut c = config(&sentinel.url(), watchdog);
+    c.check_lock_synced_slaves = check_synced;
+    RedissonClient::connect(c)
+        .await
+        .expect("connect through the sentinels")
+}
+
+/// Waits until `client`'s watchdog has completed `n` more cycles that renewed
+/// at least `locks` locks.
+async fn renewed_cycles(client: &RedissonClient, locks: u64, n: u64) {
+    let mut updates = client.watchdog_updates();
+    let mut seen = 0;
+    within("watchdog cycles", async {
+        while seen < n {
+            updates.changed().await.unwrap();
+            if updates.borrow_and_update().last_cycle_locks >= locks {
+                seen += 1;
+            }
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_keeps_synced_locks_and_their_waiters() {
+    let mut sentinel = Sentinel::start().await;
+    // The lease must outlast the failover (about 2-3 s here): while no
+    // primary answers, nothing can renew it.
+    let holder = connect(&sentinel, true, Duration::from_secs(6)).await;
+    let waiter = connect(&sentinel, true, Duration::from_secs(2)).await;
+
+    // A watchdog lock, and one with a long lease that only an unlock message
+    // can hand over in time.
+    let renewed = holder.lock("payroll").unwrap().lock().await.unwrap();
+    let leased = holder
+        .lock("invoices")
+        .unwrap()
+        .lock_with_lease(Duration::from_secs(120))
+        .await
+        .unwrap();
+    let lock = waiter.lock("invoices").unwrap();
+    let waiting = tokio::spawn(async move { lock.lock().await });
+    let old = sentinel.primary_port().await;
+    common::await_subscribers(sentinel.node(old), "redisson_lock__channel:{invoices}", 1).await;
+
+    // Both acquisitions were confirmed by the replicas before returning, so
+    // killing the primary now cannot lose them.
+    sentinel.primary.kill().await;
+    let new = sentinel.await_new_primary(old).await;
+    let raw = node_client(new).await;
+    let field = renewed.field();
+    assert!(raw.hexists::<bool, _, _>("payroll", &field).await.unwrap());
+    assert!(raw.exists::<i64, _>("invoices").await.unwrap() == 1);
+
+    // The holder renews on the new primary and never hears of a loss.
+    renewed_cycles(&holder, 1, 2).await;
+    assert!(!renewed.is_lost() && !leased.is_lost());
+    let ttl: i64 = raw.pttl("payroll").await.unwrap();
+    assert!(ttl > 0 && ttl <= 6000, "renewed to the watchdog lease: {ttl}");
+
+    // The waiter re-subscribed on the new primary and is woken by the unlock.
+    common::topology::until("waiter subscribed on the new primary", || async {
+        common::numsub(&raw, "redisson_lock__channel:{invoices}").await == 1
+    })
+    .await;
+    assert!(!waiting.is_finished(), "mutual exclusion across the failover");
+    assert_eq!(leased.unlock().await.unwrap(), Unlocked::Released);
+    let got = within("waiter woken after the failover", waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    got.unlock().await.unwrap();
+    assert_eq!(renewed.unlock().await.unwrap(), Unlocked::Released);
+    holder.shutdown().await;
+    waiter.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_the_new_primary_never_got_is_reported_lost() {
+    let mut sentinel = Sentinel::start().await;
+    // checkLockSyncedSlaves off: a write no replica confirmed still counts.
+    let holder = connect(&sentinel, false, Duration::from_secs(2)).await;
+    let other = connect(&sentinel, true, Duration::from_secs(2)).await;
+
+    for replica in &sentinel.replicas {
+        replica.freeze();
+    }
+    let guard = holder.lock("reports").unwrap().lock().await;
+    let old = sentinel.primary_port().await;
+    sentinel.primary.kill().await;
+    for replica in &sentinel.replicas {
+        replica.thaw();
+    }
+    let guard = guard.expect("acquired on the primary alone");
+    let new = sentinel.await_new_primary(old).await;
+    assert_eq!(
+        node_client(new).await.exists::<i64, _>("reports").await.unwrap(),
+        0,
+        "the promoted replica never received the lock"
+    );
+
+    // The next renewal on the new primary finds it gone: the holder is told.
+    within("lost signal", guard.lost()).await;
+    assert!(guard.is_lost());
+    // Someone else can take it now, and the old guard cannot release theirs.
+    let theirs = other.lock("reports").unwrap().lock().await.unwrap();
+    assert!(matches!(
+        guard.unlock().await,
+        Err(redisson_lock::Error::LockLost { .. })
+    ));
+    assert!(other.lock("reports").unwrap().is_locked().await.unwrap());
+    theirs.unlock().await.unwrap();
+    holder.shutdown().await;
+    other.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contenders_keep_mutual_exclusion_through_a_failover() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
+
+    let mut sentinel = Sentinel::start().await;
+    let clients = [
+        connect(&sentinel, true, Duration::from_secs(2)).await,
+        connect(&sentinel, true, Duration::from_secs(2)).await,
+    ];
+    const TASKS: usize = 6;
+    const SECTIONS: u32 = 12;
+    let inside = Arc::new(AtomicU32::new(0));
+    let done = tokio::sync::watch::Sender::new(0u32);
+    let mut tasks = vec![];
+    for t in 0..TASKS {
+        let lock = clients[t % 2].lock("inventory").unwrap();
+        let (inside, done) = (inside.clone(), done.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut sections = 0;
+            let mut errors = 0;
+            while sections < SECTIONS {
+                match lock.lock().await {
+                    Ok(guard) => {
+                        assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders at once");
+                        for _ in 0..10 {
+                            tokio::task::yield_now().await;
+                        }
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                        // During the outage the release may fail; the lease
+                        // then expires and a waiter takes over.
+                        let _ = guard.unlock().await;
+                        sections += 1;
+                        done.send_modify(|n| *n += 1);
+                    }
+                    Err(_) => {
+                        // Redis unreachable mid-failover: back off and retry.
+                        errors += 1;
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+            }
+            errors
+        }));
+    }
+    let mut progress = done.subscribe();
+    within("first sections", progress.wait_for(|n| *n >= 20))
+        .await
+        .unwrap();
+    let old = sentinel.primary_port().await;
+    sentinel.primary.kill().await;
+    sentinel.await_new_primary(old).await;
+    let mut errors = 0;
+    for task in tasks {
+        errors += within("every contender finishes", task).await.unwrap();
+    }
+    assert_eq!(*done.borrow(), TASKS as u32 * SECTIONS);
+    eprintln!("contenders saw {errors} failed lock() calls during the failover");
+    for client in clients {
+        client.shutdown().await;
+    }
+}

@@ -129,6 +129,15 @@ impl RedissonClient {
         if config.database.is_some() {
             fred_config.database = config.database;
         }
+        if let Some(ca) = &config.tls_ca_file {
+            let Some(tls) = fred_config.tls.as_mut() else {
+                return Err(Error::Config(format!(
+                    "tlsCaFile is set but {} is not a TLS address (rediss://...)",
+                    config.address
+                )));
+            };
+            tls.connector = crate::tls::connector_trusting(ca)?;
+        }
         let cluster = matches!(fred_config.server, ServerConfig::Clustered { .. });
         // Redisson waits for replicas on every deployment but a single server.
         let replicated = !matches!(fred_config.server, ServerConfig::Centralized { .. });

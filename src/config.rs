@@ -77,6 +77,10 @@ pub struct Config {
     pub password: Option<String>,
     /// Database index (standalone and sentinel only); overrides the URL's.
     pub database: Option<u8>,
+    /// PEM file of the CA certificates to trust for a `rediss://` address
+    /// (any of its forms), instead of the system's roots. Not a Redisson
+    /// setting (Redisson takes a Java truststore, `sslTruststore`).
+    pub tls_ca_file: Option<String>,
     /// Lease of locks taken without an explicit lease; the watchdog renews
     /// them every third of it. Redisson default: 30 s.
     #[serde(with = "millis")]
@@ -134,6 +138,7 @@ impl std::fmt::Debug for Config {
             .field("username", &self.username)
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("database", &self.database)
+            .field("tls_ca_file", &self.tls_ca_file)
             .field("lock_watchdog_timeout", &self.lock_watchdog_timeout)
             .field("lock_watchdog_batch_size", &self.lock_watchdog_batch_size)
             .field("timeout", &self.timeout)
@@ -160,6 +165,7 @@ impl Default for Config {
             username: None,
             password: None,
             database: None,
+            tls_ca_file: None,
             lock_watchdog_timeout: Duration::from_secs(30),
             lock_watchdog_batch_size: 100,
             timeout: Duration::from_secs(3),

@@ -124,6 +124,13 @@ impl Error {
     pub(crate) fn connecting_to(self, address: &str) -> Error {
         match self {
             Error::Connection(details) => {
+                if let Some((_, rest)) = details.split_once("InvalidCertificate(") {
+                    let reason = rest.split(')').next().unwrap_or(rest);
+                    return Error::Connection(format!(
+                        "cannot connect to {address}: TLS certificate rejected ({reason}); \
+                         is tlsCaFile set to the server's CA?"
+                    ));
+                }
                 let message = details
                     .split_once("message: \"")
                     .and_then(|(_, rest)| rest.split_once('"'))

@@ -56,6 +56,7 @@ mod redisson_file;
 mod replica_sync;
 mod rlock;
 mod script;
+mod tls;
 mod wait;
 mod watchdog;
 

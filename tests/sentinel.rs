@@ -68,14 +68,20 @@ async fn a_failover_keeps_synced_locks_and_their_waiters() {
     renewed_cycles(&holder, 1, 2).await;
     assert!(!renewed.is_lost() && !leased.is_lost());
     let ttl: i64 = raw.pttl("payroll").await.unwrap();
-    assert!(ttl > 0 && ttl <= 6000, "renewed to the watchdog lease: {ttl}");
+    assert!(
+        ttl > 0 && ttl <= 6000,
+        "renewed to the watchdog lease: {ttl}"
+    );
 
     // The waiter re-subscribed on the new primary and is woken by the unlock.
     common::topology::until("waiter subscribed on the new primary", || async {
         common::numsub(&raw, "redisson_lock__channel:{invoices}").await == 1
     })
     .await;
-    assert!(!waiting.is_finished(), "mutual exclusion across the failover");
+    assert!(
+        !waiting.is_finished(),
+        "mutual exclusion across the failover"
+    );
     assert_eq!(leased.unlock().await.unwrap(), Unlocked::Released);
     let got = within("waiter woken after the failover", waiting)
         .await
@@ -106,7 +112,11 @@ async fn a_lock_the_new_primary_never_got_is_reported_lost() {
     let guard = guard.expect("acquired on the primary alone");
     let new = sentinel.await_new_primary(old).await;
     assert_eq!(
-        node_client(new).await.exists::<i64, _>("reports").await.unwrap(),
+        node_client(new)
+            .await
+            .exists::<i64, _>("reports")
+            .await
+            .unwrap(),
         0,
         "the promoted replica never received the lock"
     );
@@ -150,7 +160,11 @@ async fn contenders_keep_mutual_exclusion_through_a_failover() {
             while sections < SECTIONS {
                 match lock.lock().await {
                     Ok(guard) => {
-                        assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders at once");
+                        assert_eq!(
+                            inside.fetch_add(1, Ordering::SeqCst),
+                            0,
+                            "two holders at once"
+                        );
                         for _ in 0..10 {
                             tokio::task::yield_now().await;
                         }

@@ -60,12 +60,34 @@ pub fn jar(profile: &str, version: &str) -> PathBuf {
 
 impl JavaPeer {
     pub async fn start(profile: &str, version: &str, url: &str, watchdog_ms: u64) -> JavaPeer {
+        Self::start_with(profile, version, url, watchdog_ms, &[]).await
+    }
+
+    /// A peer on a cluster: `nodes` is a comma-separated list of
+    /// `redis://host:port` addresses.
+    pub async fn start_cluster(
+        profile: &str,
+        version: &str,
+        nodes: &str,
+        watchdog_ms: u64,
+    ) -> JavaPeer {
+        Self::start_with(profile, version, nodes, watchdog_ms, &["--cluster"]).await
+    }
+
+    async fn start_with(
+        profile: &str,
+        version: &str,
+        url: &str,
+        watchdog_ms: u64,
+        extra: &[&str],
+    ) -> JavaPeer {
         let jar = jar(profile, version);
         let mut child = Command::new("java")
             .args(["-XX:-UsePerfData", "-Xlog:all=warning:stderr"])
             .arg("-jar")
             .arg(&jar)
             .args(["--url", url, "--watchdog-ms", &watchdog_ms.to_string()])
+            .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -59,6 +59,7 @@ public final class InteropPeer {
         System.setOut(System.err);
 
         String url = null;
+        boolean cluster = false;
         long watchdogMs = 30_000L;
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
@@ -66,6 +67,9 @@ public final class InteropPeer {
                 switch (a) {
                     case "--url":
                         url = args[++i];
+                        break;
+                    case "--cluster":
+                        cluster = true;
                         break;
                     case "--watchdog-ms":
                         watchdogMs = Long.parseLong(args[++i]);
@@ -96,7 +100,12 @@ public final class InteropPeer {
         try {
             Config config = new Config();
             config.setLockWatchdogTimeout(watchdogMs);
-            config.useSingleServer().setAddress(url);
+            if (cluster) {
+                // --url is a comma-separated list of node addresses.
+                config.useClusterServers().addNodeAddress(url.split(","));
+            } else {
+                config.useSingleServer().setAddress(url);
+            }
             client = Redisson.create(config);
         } catch (Throwable t) {
             System.err.println("interop-peer: failed to start Redisson client for " + url + ": " + t);
@@ -115,7 +124,7 @@ public final class InteropPeer {
         if (error != null) {
             System.err.println("interop-peer: " + error);
         }
-        System.err.println("usage: java -jar interop-peer-X.jar --url redis://HOST:PORT [--watchdog-ms N]");
+        System.err.println("usage: java -jar interop-peer-X.jar --url redis://HOST:PORT[,redis://HOST:PORT...] [--cluster] [--watchdog-ms N]");
     }
 
     private static String redissonVersion() {

@@ -1,0 +1,170 @@
+//! Live interop with the real JVM Redisson jar on a Redis Cluster (3 primaries,
+//! 3 replicas): wake-ups both ways through sharded pub/sub (Redisson 4.7's
+//! AUTO mode on Redis 7), and classic pub/sub with Redisson 3.16, which has no
+//! sharded mode (the Rust side is set to OFF to match it).
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::java::{JavaPeer, VERSIONS};
+use common::topology::{node_client, until, Cluster};
+use common::{command_calls, config, within};
+use fred::prelude::*;
+use fred::types::{ClusterHash, CustomCommand};
+use redisson_lock::{naming, RedissonClient, ShardedSubscriptionMode};
+
+const LONG_LEASE_MS: u64 = 120_000;
+
+/// Subscribers of `channel` on node `port`: sharded or classic.
+async fn subscribers(port: u16, channel: &str, sharded: bool) -> i64 {
+    let c = node_client(port).await;
+    let sub = if sharded { "SHARDNUMSUB" } else { "NUMSUB" };
+    let reply: Vec<Value> = c
+        .custom(
+            CustomCommand::new_static("PUBSUB", ClusterHash::Random, false),
+            vec![sub, channel],
+        )
+        .await
+        .unwrap();
+    let _ = c.quit().await;
+    reply[1].as_i64().unwrap()
+}
+
+/// Subscribers of a classic channel anywhere in the cluster (a JVM client
+/// subscribes on the node it picks; PUBLISH reaches every node).
+async fn classic_subscribers(cluster: &Cluster, channel: &str) -> i64 {
+    let mut n = 0;
+    for node in &cluster.nodes {
+        n += subscribers(node.port, channel, false).await;
+    }
+    n
+}
+
+async fn scripts_run(port: u16) -> u64 {
+    let c = node_client(port).await;
+    let n = command_calls(&c, "evalsha").await + command_calls(&c, "eval").await;
+    let _ = c.quit().await;
+    n
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_and_rust_wake_each_other_on_a_cluster() {
+    let cluster = Cluster::start().await;
+    for (profile, version) in VERSIONS {
+        let sharded = version.starts_with("4.");
+        let name = format!("cluster-shared-{version}");
+        let channel = naming::channel_name(&name);
+        let owner = cluster.owner_of(naming::slot(&name)).await;
+        let java = JavaPeer::start_cluster(profile, version, &cluster.addresses(), 30_000).await;
+        let mut c = config(&cluster.url(), Duration::from_secs(30));
+        if !sharded {
+            c.sharded_subscription_mode = ShardedSubscriptionMode::Off;
+        }
+        let rust = RedissonClient::connect(c).await.unwrap();
+        assert_eq!(rust.sharded_pubsub(), sharded, "{version}");
+        let lock = rust.lock(&name).unwrap();
+
+        // Java holds with a long lease: only its unlock message wakes Rust in time.
+        java.ok(&format!("lock {name} 1 {LONG_LEASE_MS}")).await;
+        let l = lock.clone();
+        let waiter = tokio::spawn(async move { l.lock().await });
+        until("Rust waiter subscribed", || async {
+            if sharded {
+                subscribers(owner, &channel, true).await == 1
+            } else {
+                classic_subscribers(&cluster, &channel).await == 1
+            }
+        })
+        .await;
+        java.ok(&format!("unlock {name} 1")).await;
+        let guard = within("Rust woken by Java's unlock", waiter)
+            .await
+            .unwrap()
+            .unwrap();
+        guard.unlock().await.unwrap();
+
+        // Rust holds with a long lease; Java waits and is woken by Rust's unlock.
+        let held = lock
+            .lock_with_lease(Duration::from_millis(LONG_LEASE_MS))
+            .await
+            .unwrap();
+        until("Rust left the channel", || async {
+            subscribers(owner, &channel, true).await == 0
+                && classic_subscribers(&cluster, &channel).await == 0
+        })
+        .await;
+        let before = scripts_run(owner).await;
+        let java_waits = java.send(&format!("lock {name} 2 -1")).await;
+        until("Java waiter subscribed", || async {
+            if sharded {
+                subscribers(owner, &channel, true).await == 1
+            } else {
+                classic_subscribers(&cluster, &channel).await == 1
+            }
+        })
+        .await;
+        // Its retry after subscribing has run (see docs/interop.md for 3.16).
+        until("Java's retry after subscribing", || async {
+            scripts_run(owner).await >= before + 2
+        })
+        .await;
+        if !sharded {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        held.unlock().await.unwrap();
+        within(
+            &format!("Redisson {version} woken by Rust's unlock"),
+            java_waits,
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!(java.ok(&format!("isHeldByThread {name} 2")).await, "true");
+        java.ok(&format!("unlock {name} 2")).await;
+        java.quit().await;
+        rust.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_and_rust_share_a_counter_on_a_cluster() {
+    let cluster = Cluster::start().await;
+    let (profile, version) = VERSIONS[0];
+    let java = JavaPeer::start_cluster(profile, version, &cluster.addresses(), 5_000).await;
+    let rust = RedissonClient::connect(config(&cluster.url(), Duration::from_secs(5)))
+        .await
+        .unwrap();
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let rust_run = {
+        let (rust, overlaps) = (rust.clone(), overlaps.clone());
+        tokio::spawn(async move {
+            let lock = rust.lock("counted").unwrap();
+            let redis = rust.redis();
+            for _ in 0..150 {
+                let guard = lock.lock().await.unwrap();
+                let inside: i64 = redis.incr("inside").await.unwrap();
+                if inside != 1 {
+                    overlaps.fetch_add(1, Ordering::SeqCst);
+                }
+                let value: Option<i64> = redis.get("counter").await.unwrap();
+                let _: () = redis
+                    .set("counter", value.unwrap_or(0) + 1, None, None, false)
+                    .await
+                    .unwrap();
+                let _: i64 = redis.decr("inside").await.unwrap();
+                guard.unlock().await.unwrap();
+            }
+        })
+    };
+    let java_overlaps = java.call("contend counted 1 150 inside counter").await;
+    within("Rust contender", rust_run).await.unwrap();
+    assert_eq!(java_overlaps.unwrap(), "0", "Java saw overlaps");
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "Rust saw overlaps");
+    let counter: String = rust.redis().get("counter").await.unwrap();
+    assert_eq!(counter, "300");
+    java.quit().await;
+    rust.shutdown().await;
+}

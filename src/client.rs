@@ -118,26 +118,7 @@ impl RedissonClient {
     /// within the connect timeout or refuses the credentials.
     pub async fn connect(config: Config) -> Result<Self> {
         config.validate()?;
-        let mut fred_config = FredConfig::from_url(&config.address)
-            .map_err(|e| Error::Config(format!("{}: {}", config.address, e.details())))?;
-        if config.username.is_some() {
-            fred_config.username = config.username.clone();
-        }
-        if config.password.is_some() {
-            fred_config.password = config.password.clone();
-        }
-        if config.database.is_some() {
-            fred_config.database = config.database;
-        }
-        if let Some(ca) = &config.tls_ca_file {
-            let Some(tls) = fred_config.tls.as_mut() else {
-                return Err(Error::Config(format!(
-                    "tlsCaFile is set but {} is not a TLS address (rediss://...)",
-                    config.address
-                )));
-            };
-            tls.connector = crate::tls::connector_trusting(ca)?;
-        }
+        let fred_config = config.to_fred_config()?;
         let cluster = matches!(fred_config.server, ServerConfig::Clustered { .. });
         // Redisson waits for replicas on every deployment but a single server.
         let replicated = !matches!(fred_config.server, ServerConfig::Centralized { .. });

@@ -193,6 +193,40 @@ impl Config {
         }
     }
 
+    /// The fred connection settings these describe: the address parsed (any
+    /// of fred's URL forms), credentials and database applied, and TLS
+    /// trusting [`Config::tls_ca_file`] when set. For fred clients of your own
+    /// that must reach the same deployment as the locks.
+    ///
+    /// ```
+    /// let config = redisson_lock::Config::from_url("redis-cluster://10.0.0.1:7000?node=10.0.0.2:7000");
+    /// let fred = config.to_fred_config().unwrap();
+    /// assert!(matches!(fred.server, fred::types::config::ServerConfig::Clustered { .. }));
+    /// ```
+    pub fn to_fred_config(&self) -> Result<fred::types::config::Config> {
+        let mut fred = fred::types::config::Config::from_url(&self.address)
+            .map_err(|e| Error::Config(format!("{}: {}", self.address, e.details())))?;
+        if self.username.is_some() {
+            fred.username = self.username.clone();
+        }
+        if self.password.is_some() {
+            fred.password = self.password.clone();
+        }
+        if self.database.is_some() {
+            fred.database = self.database;
+        }
+        if let Some(ca) = &self.tls_ca_file {
+            let Some(tls) = fred.tls.as_mut() else {
+                return Err(Error::Config(format!(
+                    "tlsCaFile is set but {} is not a TLS address (rediss://...)",
+                    self.address
+                )));
+            };
+            tls.connector = crate::tls::connector_trusting(ca)?;
+        }
+        Ok(fred)
+    }
+
     /// Checks every setting; [`crate::RedissonClient::connect`] calls it.
     pub fn validate(&self) -> Result<()> {
         if self.address.trim().is_empty() {

@@ -305,3 +305,76 @@ async fn errors_are_one_line_and_a_nonzero_exit() {
         assert_eq!(out.code, code, "{args:?}: {}", out.stderr);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_and_sentinel_addresses_and_redisson_config_files() {
+    use common::topology::{Cluster, Scratch, Sentinel};
+
+    let cluster = Cluster::start().await;
+    let holder =
+        redisson_lock::RedissonClient::connect(config(&cluster.url(), Duration::from_secs(30)))
+            .await
+            .unwrap();
+    let guard = holder.lock("jobs").unwrap().lock().await.unwrap();
+
+    // A redis-cluster:// URL: status reads the lock on its slot's primary.
+    let mut cmd = cli(&cluster.url());
+    cmd.args(["status", "jobs", "--json"]);
+    let out = output(cmd).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(json["holders"][0]["client_id"], holder.id());
+
+    // The Java service's Redisson YAML file names the same cluster.
+    let dir = Scratch::new("cli-config");
+    let file = dir.0.join("redisson.yaml");
+    let nodes: Vec<String> = cluster
+        .addresses()
+        .split(',')
+        .map(|a| format!("  - \"{a}\""))
+        .collect();
+    std::fs::write(
+        &file,
+        format!(
+            "clusterServersConfig:\n  scanInterval: 1000\n  nodeAddresses:\n{}\nlockWatchdogTimeout: 5000\nthreads: 16\n",
+            nodes.join("\n")
+        ),
+    )
+    .unwrap();
+    let mut cmd = cli("redis://127.0.0.1:1");
+    cmd.args(["--redisson-config", file.to_str().unwrap()]);
+    cmd.args(["run", "--wait", "0s", "jobs", "--", "true"]);
+    let out = output(cmd).await;
+    assert_eq!(out.code, 75, "held by `holder`: {}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("clusterServersConfig.scanInterval, threads"),
+        "{}",
+        out.stderr
+    );
+    let mut cmd = cli("redis://127.0.0.1:1");
+    cmd.args(["--redisson-config", file.to_str().unwrap()]);
+    cmd.args(["force-unlock", "jobs"]);
+    assert_eq!(output(cmd).await.code, 0);
+    within("holder told", guard.lost()).await;
+    let mut cmd = cli("redis://127.0.0.1:1");
+    cmd.args(["--redisson-config", file.to_str().unwrap()]);
+    cmd.args(["run", "--wait", "0s", "jobs", "--", "sh", "-c", "echo ran"]);
+    let out = output(cmd).await;
+    assert_eq!((out.code, out.stdout.trim()), (0, "ran"), "{}", out.stderr);
+    holder.shutdown().await;
+
+    // Sentinels: the CLI asks them for the primary.
+    let sentinel = Sentinel::start().await;
+    let holder =
+        redisson_lock::RedissonClient::connect(config(&sentinel.url(), Duration::from_secs(30)))
+            .await
+            .unwrap();
+    let _guard = holder.lock("nightly").unwrap().lock().await.unwrap();
+    let mut cmd = cli(&sentinel.url());
+    cmd.args(["status", "nightly"]);
+    let out = output(cmd).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains(holder.id()), "{}", out.stdout);
+    holder.shutdown().await;
+}

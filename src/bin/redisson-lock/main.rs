@@ -22,7 +22,9 @@ pub const EXIT_LOST: u8 = 76;
     about = "Inspect and use Redisson-compatible Redis locks"
 )]
 struct Cli {
-    /// Redis URL (TLS and credentials through the URL: rediss://user:pass@host:port).
+    /// Redis URL: redis://[user:pass@]host:port[/db] (rediss:// for TLS), a
+    /// cluster as redis-cluster://host:port?node=host:port&node=..., or
+    /// sentinels as redis-sentinel://host:port?sentinelServiceName=NAME&node=...
     #[arg(
         long,
         env = "REDIS_URL",
@@ -30,6 +32,13 @@ struct Cli {
         global = true
     )]
     url: String,
+    /// Read the servers and lock settings from the Redisson YAML or JSON
+    /// config file a Java service uses (overrides --url and --watchdog-timeout).
+    #[arg(long, value_name = "FILE", global = true)]
+    redisson_config: Option<std::path::PathBuf>,
+    /// PEM file of the CA certificates to trust for a rediss:// server.
+    #[arg(long, value_name = "FILE", global = true)]
+    tls_ca_file: Option<String>,
     /// Lease of watchdog-renewed locks; use the JVM fleet's lockWatchdogTimeout.
     #[arg(long, value_parser = parse_duration, default_value = "30s", global = true)]
     watchdog_timeout: Duration,
@@ -63,10 +72,44 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-async fn connect(cli: &Cli) -> redisson_lock::Result<RedissonClient> {
-    let mut config = Config::from_url(&cli.url);
-    config.lock_watchdog_timeout = cli.watchdog_timeout;
-    RedissonClient::connect(config).await
+/// The client settings from the command line (or the Redisson file it names).
+fn settings(cli: &Cli) -> Result<Config, String> {
+    let mut config = match &cli.redisson_config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let json = path.extension().is_some_and(|e| e == "json");
+            let file = if json {
+                Config::from_redisson_json(&text)
+            } else {
+                Config::from_redisson_yaml(&text)
+            }
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+            if !file.ignored.is_empty() {
+                eprintln!(
+                    "redisson-lock: {} settings not used here: {}",
+                    path.display(),
+                    file.ignored.join(", ")
+                );
+            }
+            file.config
+        }
+        None => {
+            let mut config = Config::from_url(&cli.url);
+            config.lock_watchdog_timeout = cli.watchdog_timeout;
+            config
+        }
+    };
+    if cli.tls_ca_file.is_some() {
+        config.tls_ca_file = cli.tls_ca_file.clone();
+    }
+    Ok(config)
+}
+
+async fn connect(cli: &Cli) -> Result<RedissonClient, String> {
+    RedissonClient::connect(settings(cli)?)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {

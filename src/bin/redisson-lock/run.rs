@@ -25,7 +25,7 @@ pub struct Args {
 }
 
 pub async fn run(cli: &Cli, args: &Args) -> Result<u8, String> {
-    let client = connect(cli).await.map_err(|e| e.to_string())?;
+    let client = connect(cli).await?;
     let lock = client.lock(&args.name).map_err(|e| e.to_string())?;
     let mut interrupt = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
     let mut terminate = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;

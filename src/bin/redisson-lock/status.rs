@@ -34,7 +34,7 @@ struct Status {
 }
 
 pub async fn status(cli: &Cli, args: &StatusArgs) -> Result<u8, String> {
-    let client = connect(cli).await.map_err(|e| e.to_string())?;
+    let client = connect(cli).await?;
     let lock = client.lock(&args.name).map_err(|e| e.to_string())?;
     let redis_type: String = client
         .redis()
@@ -92,7 +92,7 @@ pub async fn status(cli: &Cli, args: &StatusArgs) -> Result<u8, String> {
 }
 
 pub async fn force_unlock(cli: &Cli, args: &ForceUnlockArgs) -> Result<u8, String> {
-    let client = connect(cli).await.map_err(|e| e.to_string())?;
+    let client = connect(cli).await?;
     let lock = client.lock(&args.name).map_err(|e| e.to_string())?;
     let outcome = lock.force_unlock().await;
     client.shutdown().await;

@@ -3,11 +3,11 @@
 use std::time::SystemTime;
 
 use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
-use fred::types::config::{Config as FredConfig, ReconnectPolicy};
+use fred::types::config::ReconnectPolicy;
 use fred::types::Builder;
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::{connect, Cli};
+use crate::{connect, settings, Cli};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -17,13 +17,13 @@ pub struct Args {
 
 pub async fn watch(cli: &Cli, args: &Args) -> Result<u8, String> {
     // The lock client tells the channel name and the pub/sub flavour.
-    let client = connect(cli).await.map_err(|e| e.to_string())?;
+    let client = connect(cli).await?;
     let lock = client.lock(&args.name).map_err(|e| e.to_string())?;
     let channel = lock.channel().to_string();
     let sharded = client.sharded_pubsub();
     client.shutdown().await;
 
-    let config = FredConfig::from_url(&cli.url).map_err(|e| e.to_string())?;
+    let config = settings(cli)?.to_fred_config().map_err(|e| e.to_string())?;
     let subscriber = Builder::from_config(config)
         .with_performance_config(|p| p.broadcast_channel_capacity = 4096)
         .set_policy(ReconnectPolicy::new_exponential(0, 100, 5_000, 2))

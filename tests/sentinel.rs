@@ -202,3 +202,92 @@ async fn contenders_keep_mutual_exclusion_through_a_failover() {
         client.shutdown().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_replica_quorum_decides_with_one_of_two_replicas_down() {
+    use redisson_lock::{Error, ReplicaQuorum};
+
+    let sentinel = Sentinel::start().await;
+    let quorum_client = |quorum| {
+        let mut c = config(&sentinel.url(), Duration::from_secs(2));
+        c.replica_quorum = quorum;
+        c.slaves_sync_timeout = Duration::from_millis(200);
+        c.retry_attempts = 2;
+        RedissonClient::connect(c)
+    };
+    let any = quorum_client(ReplicaQuorum::Any).await.unwrap();
+    let all = quorum_client(ReplicaQuorum::All).await.unwrap();
+    let two = quorum_client(ReplicaQuorum::AtLeast(2)).await.unwrap();
+
+    // Both replicas up: every quorum is met.
+    for client in [&any, &all, &two] {
+        client
+            .lock("quorum")
+            .unwrap()
+            .lock()
+            .await
+            .unwrap()
+            .unlock()
+            .await
+            .unwrap();
+    }
+
+    // All-replica holder, then one replica stops answering.
+    let held = all.lock("quorum").unwrap().lock().await.unwrap();
+    sentinel.replicas[0].freeze();
+
+    // Its unlock reaches only one replica: replayed through the latch, then
+    // reported; the lock is released on the primary all the same.
+    let err = held.unlock().await.unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            Error::ReplicasNotSynced {
+                operation: "unlock",
+                acked: 1,
+                connected: 2,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .contains("reached 1 of 2 replicas; all required"),
+        "{err}"
+    );
+    assert!(!any.lock("quorum").unwrap().is_locked().await.unwrap());
+
+    // One confirmation is enough for Redisson's rule, not for the stricter ones.
+    let taken = any.lock("quorum").unwrap().lock().await.unwrap();
+    taken.unlock().await.unwrap();
+    for client in [&all, &two] {
+        let lock = client.lock("quorum").unwrap();
+        let err = lock.lock().await.unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                Error::ReplicasNotSynced {
+                    operation: "acquire",
+                    acked: 1,
+                    connected: 2,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(!lock.is_locked().await.unwrap(), "the acquire was undone");
+    }
+
+    // A strict holder whose renewals are never confirmed learns it cannot
+    // count on the lock surviving a failover: its lease runs out locally.
+    sentinel.replicas[0].thaw();
+    let strict = all.lock("renewed").unwrap().lock().await.unwrap();
+    sentinel.replicas[0].freeze();
+    within("lost signal after unconfirmed renewals", strict.lost()).await;
+    assert!(all.watchdog_stats().failures > 0);
+    sentinel.replicas[0].thaw();
+    for client in [any, all, two] {
+        client.shutdown().await;
+    }
+}

@@ -49,11 +49,12 @@ impl Script {
         args: Vec<Value>,
     ) -> Result<Value> {
         let mut argv = self.argv(keys, args);
-        match send(redis, timeout, "EVALSHA", argv.clone()).await {
+        let slot = fred::util::redis_keyslot(keys[0].as_bytes());
+        match send(redis, timeout, "EVALSHA", argv.clone(), slot).await {
             // NOSCRIPT means the script did not run: sending its text is safe.
             Err(Error::Redis(msg)) if msg.starts_with("NOSCRIPT") => {
                 argv[0] = self.text.into();
-                send(redis, timeout, "EVAL", argv).await
+                send(redis, timeout, "EVAL", argv, slot).await
             }
             other => other,
         }
@@ -149,14 +150,17 @@ async fn send(
     timeout: Duration,
     cmd: &'static str,
     argv: Vec<Value>,
+    slot: u16,
 ) -> Result<Value> {
     let options = Options {
         max_attempts: Some(1),
         timeout: Some(timeout),
         ..Options::default()
     };
-    // Offset 2 is the first key: routes to the node that owns the lock's slot.
-    let command = CustomCommand::new_static(cmd, ClusterHash::Offset(2), false);
+    // The slot of the first key. Not `ClusterHash::Offset(2)`: fred 10.1
+    // honours only `Custom` on a custom command and otherwise hashes the
+    // first string argument, which is the script's SHA.
+    let command = CustomCommand::new_static(cmd, ClusterHash::Custom(slot), false);
     let client = redis.with_options(&options);
     let call = client.custom::<Value, Value>(command, argv);
     // fred's own timeout normally fires first; this one only guards against a hang.

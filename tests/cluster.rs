@@ -250,3 +250,60 @@ async fn an_acquire_no_replica_confirms_is_undone_and_refused() {
     client.shutdown().await;
     lax.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_script_goes_straight_to_its_slots_primary() {
+    // No replicas: no WAIT either (as Redisson: nothing to wait for).
+    let cluster = Cluster::start_with_replicas(0).await;
+    let client = connect(&cluster, Duration::from_secs(1)).await;
+    let holder = connect(&cluster, Duration::from_secs(1)).await;
+    let names = names_on_every_primary(&cluster).await;
+    for name in &names {
+        let lock = client.lock(name).unwrap();
+        let outer = lock.lock().await.unwrap();
+        let inner = lock.lock().await.unwrap();
+        inner.unlock().await.unwrap();
+        // Contended: the other client waits for the unlock message.
+        let other = holder.lock(name).unwrap();
+        let waiting = tokio::spawn(async move { other.lock().await });
+        outer.unlock().await.unwrap();
+        within("waiter", waiting)
+            .await
+            .unwrap()
+            .unwrap()
+            .unlock()
+            .await
+            .unwrap();
+        assert!(client.lock(name).unwrap().force_unlock().await.is_ok());
+    }
+    // Renewals too.
+    let guards = futures::future::join_all(names.iter().map(|n| {
+        let lock = client.lock(n).unwrap();
+        async move { lock.lock().await.unwrap() }
+    }))
+    .await;
+    let mut updates = client.watchdog_updates();
+    within("a renewal cycle", async {
+        while updates.borrow_and_update().last_cycle_locks < names.len() as u64 {
+            updates.changed().await.unwrap();
+        }
+    })
+    .await;
+    for guard in guards {
+        guard.unlock().await.unwrap();
+    }
+    for node in &cluster.nodes {
+        assert_eq!(
+            common::topology::error_count(node.port, "MOVED").await,
+            0,
+            "node {} redirected a command: routed by the wrong key",
+            node.port
+        );
+        assert_eq!(
+            command_calls(&node_client(node.port).await, "wait").await,
+            0
+        );
+    }
+    client.shutdown().await;
+    holder.shutdown().await;
+}

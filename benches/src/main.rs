@@ -10,6 +10,7 @@
 //! starts its own redis-server on a free port; `REDIS_URL` uses another.
 
 mod alloc;
+mod cluster;
 mod handoff;
 mod server;
 mod throughput;
@@ -39,6 +40,28 @@ async fn main() {
         return;
     }
     let quick = args.iter().any(|a| a == "--quick");
+    if args.get(1).map(String::as_str) == Some("cluster") {
+        // Item 5: `cluster [--quick] [--out FILE]`.
+        let out = args
+            .iter()
+            .position(|a| a == "--out")
+            .and_then(|i| args.get(i + 1).cloned())
+            .unwrap_or_else(|| "target/bench-cluster.json".into());
+        let (duration, reps) = if quick {
+            (Duration::from_millis(500), 1)
+        } else {
+            (Duration::from_secs(3), 3)
+        };
+        let primaries: Vec<usize> = std::env::var("BENCH_PRIMARIES")
+            .ok()
+            .map(|v| v.split(',').map(|n| n.parse().unwrap()).collect())
+            .unwrap_or_else(|| vec![1, 2, 3]);
+        let rows = cluster::run(&primaries, 64, duration, reps).await;
+        std::fs::write(&out, serde_json::to_string_pretty(&rows).unwrap()).unwrap();
+        eprintln!("wrote {out}");
+        println!("{}", cluster::table(&rows));
+        return;
+    }
     let out = args
         .iter()
         .position(|a| a == "--out")

@@ -51,24 +51,7 @@ impl Server {
     /// The JVM Redisson peer (tests/interop/java), connected to this server,
     /// with stdin and stdout piped. The JVM's own warnings go to stderr.
     pub fn jvm_peer(&self) -> tokio::process::Child {
-        let jar = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../tests/interop/java/target/interop-peer-4.7.0.jar"
-        );
-        tokio::process::Command::new("java")
-            .args([
-                "-XX:-UsePerfData",
-                "-Xlog:all=warning:stderr",
-                "-jar",
-                jar,
-                "--url",
-                &self.url,
-            ])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("java and the interop peer jar (bash .ci/run builds it) are needed")
+        jvm_peer(&self.url, false)
     }
 
     pub async fn raw(&self) -> Client {
@@ -125,4 +108,31 @@ impl Server {
             .unwrap();
         user + sys
     }
+}
+
+/// The JVM Redisson peer (tests/interop/java) on `url` (a comma-separated
+/// node list with `cluster`), with stdin and stdout piped. The JVM's own
+/// warnings go to stderr.
+pub fn jvm_peer(url: &str, cluster: bool) -> tokio::process::Child {
+    let jar = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/interop/java/target/interop-peer-4.7.0.jar"
+    );
+    let mut cmd = tokio::process::Command::new("java");
+    cmd.args([
+        "-XX:-UsePerfData",
+        "-Xlog:all=warning:stderr",
+        "-jar",
+        jar,
+        "--url",
+        url,
+    ]);
+    if cluster {
+        cmd.arg("--cluster");
+    }
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("java and the interop peer jar (bash .ci/run builds it) are needed")
 }

@@ -116,18 +116,9 @@ async fn run(
             let client = redisson_lock::RedissonClient::from_url(&server.url)
                 .await
                 .unwrap();
-            let out = rust_loop(concurrency, duration, |i| {
-                let lock = client.lock(&format!("{prefix}:{i}")).unwrap();
-                move || {
-                    let lock = lock.clone();
-                    async move {
-                        lock.lock().await.unwrap().unlock().await.unwrap();
-                    }
-                }
-            })
-            .await;
+            let row = redisson_lock_row(&client, &prefix, concurrency, duration).await;
             client.shutdown().await;
-            out
+            return row;
         }
         Impl::Rslock => {
             let manager = rslock::LockManager::new(vec![server.url.clone()]);
@@ -171,6 +162,34 @@ async fn run(
     samples.sort_unstable();
     Row {
         implementation: imp.name(),
+        concurrency,
+        ops,
+        ops_per_sec: ops as f64 / elapsed.as_secs_f64(),
+        p50_us: percentile(&samples, 0.50),
+        p99_us: percentile(&samples, 0.99),
+    }
+}
+
+/// redisson-lock's uncontended lock + unlock, worker `i` on lock `prefix:i`.
+pub async fn redisson_lock_row(
+    client: &redisson_lock::RedissonClient,
+    prefix: &str,
+    concurrency: usize,
+    duration: Duration,
+) -> Row {
+    let (ops, elapsed, mut samples) = rust_loop(concurrency, duration, |i| {
+        let lock = client.lock(&format!("{prefix}:{i}")).unwrap();
+        move || {
+            let lock = lock.clone();
+            async move {
+                lock.lock().await.unwrap().unlock().await.unwrap();
+            }
+        }
+    })
+    .await;
+    samples.sort_unstable();
+    Row {
+        implementation: Impl::RedissonLock.name(),
         concurrency,
         ops,
         ops_per_sec: ops as f64 / elapsed.as_secs_f64(),
@@ -297,7 +316,15 @@ pub struct Jvm {
 
 impl Jvm {
     pub async fn start(server: &Server) -> Jvm {
-        let mut child = server.jvm_peer();
+        Self::with(server.jvm_peer()).await
+    }
+
+    /// A JVM peer on a cluster (`nodes`: comma-separated `redis://` addresses).
+    pub async fn start_cluster(nodes: &str) -> Jvm {
+        Self::with(crate::server::jvm_peer(nodes, true)).await
+    }
+
+    async fn with(mut child: tokio::process::Child) -> Jvm {
         let stdin = child.stdin.take().unwrap();
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         lines.next_line().await.unwrap().expect("READY");
@@ -317,7 +344,7 @@ impl Jvm {
         self.lines.next_line().await.unwrap().unwrap()
     }
 
-    async fn bench(&mut self, prefix: &str, concurrency: usize, duration: Duration) -> Row {
+    pub async fn bench(&mut self, prefix: &str, concurrency: usize, duration: Duration) -> Row {
         if !self.warmed.contains(&concurrency) {
             self.call(format!("w bench {prefix}:warm {concurrency} 2000"))
                 .await;

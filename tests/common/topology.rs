@@ -84,14 +84,20 @@ async fn info_field(client: &Client, section: &str, field: &str) -> Option<Strin
 /// A Redis Cluster of 3 primaries, each with 1 replica.
 pub struct Cluster {
     pub nodes: Vec<RedisServer>,
+    replicas: usize,
     _dir: Scratch,
 }
 
 impl Cluster {
     pub async fn start() -> Self {
+        Self::start_with_replicas(1).await
+    }
+
+    /// 3 primaries with `replicas` replicas each.
+    pub async fn start_with_replicas(replicas: usize) -> Self {
         let dir = Scratch::new("cluster");
         let mut nodes = Vec::new();
-        for _ in 0..6 {
+        for _ in 0..3 * (1 + replicas) {
             let port = free_cluster_port();
             let conf = dir.0.join(format!("nodes-{port}.conf"));
             nodes.push(
@@ -119,7 +125,7 @@ impl Cluster {
         let out = tokio::process::Command::new("redis-cli")
             .args(["--cluster", "create"])
             .args(&addrs)
-            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .output()
             .await
             .expect("redis-cli (from the redis-tools package) is needed for cluster tests");
@@ -128,7 +134,11 @@ impl Cluster {
             "redis-cli --cluster create failed: {}",
             String::from_utf8_lossy(&out.stdout)
         );
-        let cluster = Cluster { nodes, _dir: dir };
+        let cluster = Cluster {
+            nodes,
+            replicas,
+            _dir: dir,
+        };
         cluster.await_healthy().await;
         cluster
     }
@@ -156,7 +166,7 @@ impl Cluster {
                 let c = node_client(primary).await;
                 let linked = info_field(&c, "replication", "connected_slaves").await;
                 let _ = c.quit().await;
-                if linked.as_deref() != Some("1") {
+                if linked.as_deref() != Some(self.replicas.to_string().as_str()) {
                     return false;
                 }
             }
@@ -373,6 +383,18 @@ async fn info_field_cluster(c: &Client) -> bool {
         .await;
     info.map(|i| i.contains("cluster_state:ok"))
         .unwrap_or(false)
+}
+
+/// Replies of one kind of error a node has sent (`INFO errorstats`), such
+/// as `MOVED`.
+pub async fn error_count(port: u16, error: &str) -> u64 {
+    let c = node_client(port).await;
+    let n = info_field(&c, "errorstats", &format!("errorstat_{error}"))
+        .await
+        .and_then(|v| v.strip_prefix("count=").and_then(|n| n.parse().ok()))
+        .unwrap_or(0);
+    let _ = c.quit().await;
+    n
 }
 
 /// (slot range, owner port) as one node sees them, sorted.

@@ -78,6 +78,11 @@ impl ClientInner {
         self.config.timeout
     }
 
+    /// How many write connections there are.
+    pub(crate) fn writer_count(&self) -> usize {
+        self.writers.len()
+    }
+
     /// The connection that carries every write of lock `name`.
     pub(crate) fn writer(&self, name: &str) -> &Client {
         let i = usize::from(naming::slot(name)) % self.writers.len();
@@ -167,6 +172,9 @@ impl RedissonClient {
                     Ok(sharded) => sharded,
                     Err(e) => {
                         let _ = redis.quit().await;
+                        for writer in &writers {
+                            let _ = writer.quit().await;
+                        }
                         let _ = subscriber.quit().await;
                         return Err(e);
                     }

@@ -271,9 +271,10 @@ impl Config {
             ));
         }
         if self.slaves_sync_timeout.is_zero() || self.slaves_sync_timeout > MAX_LEASE {
-            return Err(Error::Config(
-                "slavesSyncTimeout must be at least 1 ms".into(),
-            ));
+            return Err(Error::Config(format!(
+                "slavesSyncTimeout must be between 1 ms and {} ms",
+                MAX_LEASE.as_millis()
+            )));
         }
         if !(1..=1024).contains(&self.master_connection_pool_size) {
             return Err(Error::Config(

@@ -49,6 +49,8 @@ struct Channel {
     ready: watch::Sender<Ready>,
     /// Sharded mode: the node the subscription was made on.
     node: Mutex<Option<String>>,
+    /// Sharded mode: a move to the slot's new owner is queued.
+    moving: std::sync::atomic::AtomicBool,
 }
 
 enum Op {
@@ -146,6 +148,7 @@ impl Subscriptions {
                         waiters: AtomicUsize::new(0),
                         ready: watch::Sender::new(None),
                         node: Mutex::new(None),
+                        moving: std::sync::atomic::AtomicBool::new(false),
                     });
                     map.insert(name.clone(), channel.clone());
                     let _ = self.ops.send(Op::Subscribe(name, channel.clone()));
@@ -236,6 +239,7 @@ async fn run_ops(
                 channel.ready.send_replace(Some(result));
             }
             Op::Resubscribe(name, channel) => {
+                channel.moving.store(false, Ordering::Release);
                 if channel.waiters.load(Ordering::Acquire) == 0 {
                     continue; // left meanwhile; its unsubscribe is queued
                 }
@@ -339,7 +343,9 @@ async fn follow_shard_owners(registry: std::sync::Weak<Subscriptions>) {
             if subscribed_on.is_none() {
                 continue;
             }
-            if shard_owner(&registry.client, &name) != subscribed_on {
+            if shard_owner(&registry.client, &name) != subscribed_on
+                && !channel.moving.swap(true, Ordering::AcqRel)
+            {
                 let _ = registry.ops.send(Op::Resubscribe(name, channel));
             }
         }

@@ -2,13 +2,18 @@
 //! `checkLockSyncedSlaves`.
 //!
 //! On a cluster or sentinel deployment every lock script is followed, in the
-//! same pipeline and on the same connection, by
-//! `WAIT <connected replicas> <slavesSyncTimeout>`, so the write is known to
-//! have reached the replicas a failover would promote. The number of
-//! connected replicas comes from `INFO replication` on the primary, cached and
-//! dropped whenever a WAIT reply disagrees with it (and after a second, so a
-//! replica that joins is noticed even when none were there). A single-server
-//! address never waits, as in Redisson.
+//! same pipeline and on the same connection, by `WAIT <n> <slavesSyncTimeout>`,
+//! so the write is known to have reached the replicas a failover would
+//! promote. The number of connected replicas comes from `INFO replication` on
+//! the primary, cached per connection and node for a second (and dropped when
+//! a WAIT falls short), so a replica that joins or leaves is noticed. A
+//! single-server address never waits, as in Redisson.
+//!
+//! One deliberate difference: Redisson always waits for every connected
+//! replica (`WAIT <connected> ...`) and then only checks that one
+//! acknowledged. Here `n` is what the quorum needs (1 for Redisson's rule),
+//! so one lagging replica does not hold every lock write (and every renewal
+//! batch) for the whole `slavesSyncTimeout`. The decisions are the same.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -75,26 +80,47 @@ impl ReplicaSync {
             return Ok((reply, Synced::NotWaited));
         }
         let slot = fred::util::redis_keyslot(keys[0].as_bytes());
-        let node = primary_name(redis, slot);
+        let node = node_key(redis, slot);
         let connected = self.connected_replicas(redis, &node, slot).await?;
         if connected == 0 {
             // As Redisson: no WAIT when the primary has no replica.
             let reply = script.run(redis, self.timeout, keys, args).await?;
             return Ok((reply, self.judge(0, 0)));
         }
+        let target = self.target(connected);
         let (reply, acked) = script
-            .run_then_wait(redis, self.timeout, keys, args, connected, self.wait)
+            .run_then_wait(redis, self.timeout, keys, args, target, self.wait)
             .await?;
         let Some(acked) = acked else {
             tracing::warn!("the server refuses WAIT; lock writes are no longer replica-synced");
             self.enabled.store(false, Ordering::Relaxed);
             return Ok((reply, Synced::NotWaited));
         };
-        if acked != connected {
-            // The replica set changed (or lags): read it again next time.
+        if acked < target {
+            // The replica set changed, or lags: read it again next time.
             self.replicas.lock().remove(&node);
         }
         Ok((reply, self.judge(acked, connected)))
+    }
+
+    /// How many acknowledgements to WAIT for.
+    fn target(&self, connected: i64) -> i64 {
+        let wanted = match self.quorum {
+            _ if !self.check => 1,
+            ReplicaQuorum::Any => 1,
+            ReplicaQuorum::All => connected,
+            ReplicaQuorum::AtLeast(n) => i64::from(n),
+        };
+        wanted.min(connected)
+    }
+
+    /// Extra time a synced write may take beyond the command timeout.
+    pub(crate) fn extra_time(&self) -> std::time::Duration {
+        if self.enabled.load(Ordering::Relaxed) {
+            self.wait + Duration::from_secs(1)
+        } else {
+            Duration::ZERO
+        }
     }
 
     fn judge(&self, acked: i64, connected: i64) -> Synced {
@@ -137,30 +163,57 @@ impl ReplicaSync {
                 return Ok(*count);
             }
         }
-        let info: String = redis
-            .custom(
-                CustomCommand::new_static("INFO", ClusterHash::Custom(slot), false),
-                vec!["replication"],
-            )
-            .await
-            .map_err(|e| Error::from_redis(&e, self.timeout))?;
-        let count = info
-            .lines()
-            .find_map(|l| l.strip_prefix("connected_slaves:"))
-            .and_then(|n| n.trim().parse().ok())
-            .unwrap_or(0);
-        self.replicas
-            .lock()
-            .insert(node.to_string(), (count, Instant::now()));
-        Ok(count)
+        let mut refreshed = false;
+        loop {
+            let info: String = redis
+                .custom(
+                    CustomCommand::new_static("INFO", ClusterHash::Custom(slot), false),
+                    vec!["replication"],
+                )
+                .await
+                .map_err(|e| Error::from_redis(&e, self.timeout))?;
+            let field = |name: &str| {
+                info.lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .map(|v| v.trim().to_string())
+            };
+            if field("role:").as_deref() == Some("slave") {
+                // This connection still points at a demoted primary: a
+                // failover that fred has not noticed (no command was
+                // redirected or refused yet). Find the new primary; nothing
+                // was sent so far.
+                if refreshed {
+                    return Err(Error::Connection(
+                        "still connected to a replica after a failover; retry".into(),
+                    ));
+                }
+                refreshed = true;
+                let found = if redis.cached_cluster_state().is_some() {
+                    redis.sync_cluster().await
+                } else {
+                    redis.force_reconnection().await
+                };
+                found.map_err(|e| Error::from_redis(&e, self.timeout))?;
+                continue;
+            }
+            let count = field("connected_slaves:")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            self.replicas
+                .lock()
+                .insert(node.to_string(), (count, Instant::now()));
+            return Ok(count);
+        }
     }
 }
 
-/// The primary that owns `slot` on a cluster, as fred last saw it; one name
-/// for every slot otherwise.
-fn primary_name(redis: &Client, slot: u16) -> String {
-    redis
+/// The cache key of a replica count: this connection (each writer follows
+/// a sentinel failover on its own) and, on a cluster, the primary that owns
+/// `slot` as fred last saw it.
+fn node_key(redis: &Client, slot: u16) -> String {
+    let primary = redis
         .cached_cluster_state()
         .and_then(|state| state.get_server(slot).map(|s| s.to_string()))
-        .unwrap_or_default()
+        .unwrap_or_default();
+    format!("{}/{primary}", redis.id())
 }

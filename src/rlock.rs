@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fred::interfaces::{HashesInterface, KeysInterface};
+use fred::interfaces::{ClientLike, HashesInterface, KeysInterface};
 use fred::types::Value;
 use tokio::time::Instant;
 
@@ -363,13 +363,18 @@ impl RLock {
                 // Whether the replicas have it stays unknown here; the
                 // watchdog's synced renewals cover it from the next cycle.
                 Err(e) if e.outcome_unknown() => {
-                    match self.resolve_acquire(hold, &field, e).await {
-                        Ok(Some(_)) if resends < self.client.config.retry_attempts => {
+                    match self.resolve_acquire(hold, &field, &e).await {
+                        Ok(Resolved::Taken) => (None, Synced::NotWaited),
+                        Ok(Resolved::Held(ttl)) => (Some(ttl), Synced::NotWaited),
+                        Ok(Resolved::Free) if resends < self.client.config.retry_attempts => {
                             // Not taken, so sending it again cannot take it twice.
                             resends += 1;
                             continue;
                         }
-                        Ok(ttl) => (ttl, Synced::NotWaited),
+                        Ok(Resolved::Free) => {
+                            self.client.holds.retire_if_done(hold);
+                            return Err(e);
+                        }
                         Err(e) => {
                             self.client.holds.retire_if_done(hold);
                             return Err(e);
@@ -385,14 +390,17 @@ impl RLock {
                 // Taken on the primary only: a failover now would lose it
                 // while we believe we hold it. Undo, then retry (Redisson's
                 // NoSyncedSlavesException handling).
-                if let Err(e) = self
-                    .send_unlock(&field, lease, &UnlockRequest::new(), false)
-                    .await
-                {
-                    tracing::warn!(lock = %self.name, error = %e, "undoing an unsynced acquire failed; it expires with its lease");
-                }
                 let config = &self.client.config;
-                if attempt >= config.retry_attempts {
+                let undone = self
+                    .send_unlock(&field, lease, &UnlockRequest::new(), false)
+                    .await;
+                if let Err(e) = &undone {
+                    // Maybe undone, maybe not: give back whatever Redis
+                    // counts beyond our holds, and stop retrying.
+                    tracing::warn!(lock = %self.name, error = %e, "undoing an unsynced acquire failed; checking what is left");
+                    self.give_back_untracked(hold).await;
+                }
+                if undone.is_err() || attempt >= config.retry_attempts {
                     self.client.holds.retire_if_done(hold);
                     return Err(self
                         .client
@@ -423,15 +431,21 @@ impl RLock {
         }
     }
 
-    /// The reply to an acquire was lost. Reads the hold count: one more than
-    /// ours means the script ran. Returns `None` (acquired) or the lock's TTL.
-    async fn resolve_acquire(&self, hold: &Hold, field: &str, cause: Error) -> Result<Option<i64>> {
+    /// The reply to an acquire was lost. Reads the hold count on the same
+    /// connection (so after the script, if it was sent): one more than ours
+    /// means the script ran.
+    async fn resolve_acquire(&self, hold: &Hold, field: &str, cause: &Error) -> Result<Resolved> {
         let unknown = |e: Error| Error::OutcomeUnknown {
             operation: "acquire",
             name: self.name.to_string(),
             cause: format!("{cause}; then {e}"),
         };
-        let redis = self.client.writer(&self.name);
+        // A read may be re-sent (and follow a redirect) safely.
+        let options = fred::types::config::Options {
+            max_attempts: Some(3),
+            ..Default::default()
+        };
+        let redis = self.client.writer(&self.name).with_options(&options);
         let count: Option<i64> = self
             .query(redis.hget(&*self.name, field))
             .await
@@ -440,7 +454,7 @@ impl RLock {
         let ours = i64::from(hold.count());
         tracing::info!(lock = %self.name, count, ours, "resolved an acquire whose reply was lost");
         if count == ours + 1 {
-            return Ok(None);
+            return Ok(Resolved::Taken);
         }
         if count != ours {
             return Err(unknown(Error::Redis(format!(
@@ -449,8 +463,11 @@ impl RLock {
             ))));
         }
         let ttl: i64 = self.query(redis.pttl(&*self.name)).await.map_err(unknown)?;
-        // -2: freed meanwhile; retry at once.
-        Ok(Some(ttl.max(0)))
+        Ok(if ttl == -2 {
+            Resolved::Free
+        } else {
+            Resolved::Held(ttl)
+        })
     }
 
     /// Releases one hold recorded in `hold`. Safe to cancel: the unlock's
@@ -514,8 +531,11 @@ impl RLock {
                 // after a local loss, or an acquire whose outcome stayed
                 // unknown). They are this owner's: give them back too, or the
                 // lock would sit there unrenewed for a whole lease.
+                // The hold stays in the table until the drain retires it, so
+                // a new acquire of this owner queues behind it on `ops`.
                 let (lock, hold) = (self.clone(), hold.clone());
                 tokio::spawn(async move { lock.drain_untracked(&hold).await });
+                return outcome.map(|(unlocked, _)| unlocked);
             }
             Ok((Unlocked::Released, _)) if left > 0 => {
                 // Another release path freed it: the remaining guards have lost it.
@@ -597,13 +617,15 @@ impl RLock {
         let config = &self.client.config;
         let latch = naming::latch_name(&self.name, &request.id);
         // Long enough to outlive every retry (Redisson: (timeout + delay) * attempts).
-        let latch_ttl = (config.timeout.as_millis() + config.retry_delay.as_millis())
+        // A synced write may also spend slavesSyncTimeout in its WAIT.
+        let per_attempt = config.timeout + self.client.replica_sync.extra_time();
+        let latch_ttl = (per_attempt.as_millis() + config.retry_delay.as_millis())
             .saturating_mul(u128::from(config.retry_attempts.max(1)))
             .clamp(1, crate::lease::MAX_LEASE.as_millis()) as i64;
         let channel = self.channel();
         // A send after the latch expired could apply the unlock a second time.
         let latch_expires = request.started + Duration::from_millis(latch_ttl as u64);
-        let too_late = |now: Instant| now + config.timeout >= latch_expires;
+        let too_late = |now: Instant| now + per_attempt >= latch_expires;
         if too_late(Instant::now()) {
             return Err(Error::OutcomeUnknown {
                 operation: "unlock",
@@ -680,6 +702,17 @@ impl std::fmt::Debug for RLock {
             .field("owner", &self.owner)
             .finish()
     }
+}
+
+/// What reading the state said about an acquire whose reply was lost.
+enum Resolved {
+    /// The script ran and took the lock (or one more hold of it).
+    Taken,
+    /// Someone holds it; the lock's PTTL.
+    Held(i64),
+    /// Nobody holds it: the script never ran (a MOVED fred would not follow,
+    /// or a lost connection), so it may be sent again.
+    Free,
 }
 
 /// One unlock request: its latch id, fixed before anything is sent, and when

@@ -134,7 +134,12 @@ async fn send_then_wait(
     let acked = match replies.next() {
         Some(Ok(value)) => as_i64(&value),
         Some(Err(e)) if e.details().contains("unknown command") => None,
-        Some(Err(e)) => return Err(Error::from_redis(&e, timeout)),
+        // The script ran; its reply must not be lost to a WAIT error (an ACL
+        // without WAIT, a primary demoted meanwhile): count no replica.
+        Some(Err(e)) => {
+            tracing::warn!(error = %e, "WAIT after a lock script failed; counting no replica");
+            Some(0)
+        }
         // The pipeline failed as a whole: only one (error) result.
         None => {
             return Err(Error::Connection(

@@ -4,6 +4,7 @@
 //! per script (Redisson's LockTask).
 
 use fred::types::Value;
+use futures::StreamExt;
 use std::sync::{Arc, Weak};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -50,15 +51,17 @@ pub(crate) async fn run(client: Weak<ClientInner>, mut shutdown: watch::Receiver
     }
 }
 
-/// One renewal cycle.
+/// One renewal cycle. Batches go out concurrently, at most one per write
+/// connection, so one slow shard (a replica lagging behind a WAIT) does not
+/// delay the renewals of the others.
 async fn renew_all(client: &ClientInner) {
     let started = Instant::now();
     let mut holds = client.holds.renewable();
-    let mut cycle = CycleStats::default();
     if client.cluster {
         holds.sort_by_key(|h| crate::naming::slot(&h.name));
     }
     let batch = client.config.lock_watchdog_batch_size;
+    let mut batches = vec![];
     let mut start = 0;
     while start < holds.len() {
         let mut end = (start + batch).min(holds.len());
@@ -70,8 +73,20 @@ async fn renew_all(client: &ClientInner) {
                     .take_while(|h| crate::naming::slot(&h.name) == slot)
                     .count();
         }
-        renew_batch(client, &holds[start..end], &mut cycle).await;
+        batches.push(&holds[start..end]);
         start = end;
+    }
+    let renewals: Vec<_> = batches
+        .into_iter()
+        .map(|holds| renew_batch(client, holds))
+        .collect();
+    let mut renewals = futures::stream::iter(renewals).buffer_unordered(client.writer_count());
+    let mut cycle = CycleStats::default();
+    while let Some(one) = renewals.next().await {
+        cycle.scripts += one.scripts;
+        cycle.renewed += one.renewed;
+        cycle.lost += one.lost;
+        cycle.failures += one.failures;
     }
     client.stats.send_modify(|s| {
         s.cycles += 1;
@@ -93,7 +108,8 @@ struct CycleStats {
     failures: u64,
 }
 
-async fn renew_batch(client: &ClientInner, holds: &[Arc<Hold>], cycle: &mut CycleStats) {
+async fn renew_batch(client: &ClientInner, holds: &[Arc<Hold>]) -> CycleStats {
+    let mut cycle = CycleStats::default();
     let lease = client.config.lock_watchdog_timeout;
     let keys: Vec<&str> = holds.iter().map(|h| &*h.name).collect();
     let mut args: Vec<Value> = Vec::with_capacity(holds.len() + 1);
@@ -101,41 +117,43 @@ async fn renew_batch(client: &ClientInner, holds: &[Arc<Hold>], cycle: &mut Cycl
     args.extend(holds.iter().map(|h| Value::from(h.field(&client.id))));
     let sent_at = Instant::now();
     cycle.scripts += 1;
-    let reply = client.write(&RENEW, &keys, args).await;
-    let flags = match reply {
-        Ok((_, Synced::Short { acked, connected })) => {
-            // Renewed on the primary only: a failover now would bring back
-            // the old expiry, so the deadlines are not moved.
-            tracing::warn!(
-                acked,
-                connected,
-                locks = holds.len(),
-                "lock renewal not confirmed by replicas"
-            );
-            cycle.failures += 1;
-            return;
-        }
-        Ok((Value::Array(flags), _)) if flags.len() == holds.len() => flags,
+    let (flags, synced) = match client.write(&RENEW, &keys, args).await {
+        Ok((Value::Array(flags), synced)) if flags.len() == holds.len() => (flags, synced),
         Ok((other, _)) => {
             tracing::warn!(reply = ?other, "unexpected renewal reply");
             cycle.failures += 1;
-            return;
+            return cycle;
         }
         Err(e) => {
             // The deadline keeps running: if no later cycle succeeds in time,
             // the holders are told their locks are lost.
             tracing::warn!(error = %e, locks = holds.len(), "lock renewal failed");
             cycle.failures += 1;
-            return;
+            return cycle;
         }
     };
+    let confirmed = !matches!(synced, Synced::Short { .. });
+    if let Synced::Short { acked, connected } = synced {
+        // Renewed on the primary only: a failover now would bring back the
+        // old expiry, so the deadlines are not moved.
+        tracing::warn!(
+            acked,
+            connected,
+            locks = holds.len(),
+            "lock renewal not confirmed by replicas"
+        );
+        cycle.failures += 1;
+    }
     for (hold, flag) in holds.iter().zip(flags) {
         if script::as_i64(&flag) == Some(1) {
-            hold.lease.confirm(sent_at, lease);
-            cycle.renewed += 1;
+            if confirmed {
+                hold.lease.confirm(sent_at, lease);
+                cycle.renewed += 1;
+            }
         } else if hold.lease.mark_lost() {
             tracing::warn!(lock = %hold.name, owner = %hold.owner, "lock lost: renewal found it gone");
             cycle.lost += 1;
         }
     }
+    cycle
 }

@@ -20,6 +20,8 @@ pub struct Row {
     pub ops_per_sec: f64,
     pub p50_us: f64,
     pub p99_us: f64,
+    /// CPU time of the busiest primary over the run, as a share of one core.
+    pub busiest_primary_cpu: f64,
 }
 
 impl std::fmt::Display for Row {
@@ -100,7 +102,13 @@ impl BenchCluster {
                     "--appendonly",
                     "no",
                 ])
-                .args(["--cluster-enabled", "yes", "--cluster-config-file"])
+                .args([
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-announce-ip",
+                    "127.0.0.1",
+                ])
+                .arg("--cluster-config-file")
                 .arg(dir.join(format!("nodes-{port}.conf")))
                 .arg("--dir")
                 .arg(&dir)
@@ -179,6 +187,30 @@ impl BenchCluster {
             .join(",")
     }
 
+    /// used_cpu_user + used_cpu_sys of each node, in seconds.
+    async fn cpu(&self) -> Vec<f64> {
+        let mut out = vec![];
+        for port in &self.ports {
+            let c = node(*port).await;
+            let info: String = c
+                .custom(
+                    CustomCommand::new_static("INFO", ClusterHash::Random, false),
+                    vec!["cpu"],
+                )
+                .await
+                .unwrap();
+            let _ = c.quit().await;
+            let field = |name: &str| -> f64 {
+                info.lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(0.0)
+            };
+            out.push(field("used_cpu_user:") + field("used_cpu_sys:"));
+        }
+        out
+    }
+
     async fn flush(&self) {
         for port in &self.ports {
             let c = node(*port).await;
@@ -205,7 +237,6 @@ pub async fn run(
         let cluster = BenchCluster::start(n).await;
         eprintln!("cluster of {n} primaries at {}", cluster.url());
         let mut jvm = Jvm::start_cluster(&cluster.addresses()).await;
-        eprintln!("JVM peer ready");
         let mut ours = vec![];
         let mut theirs = vec![];
         for rep in 0..reps {
@@ -214,21 +245,32 @@ pub async fn run(
             let client = redisson_lock::RedissonClient::from_url(&cluster.url())
                 .await
                 .unwrap();
+            let before = (cluster.cpu().await, std::time::Instant::now());
             let row = throughput::redisson_lock_row(&client, &prefix, concurrency, duration).await;
+            let cpu = busiest(&cluster, before).await;
             client.shutdown().await;
-            eprintln!("primaries={n} {row}");
-            ours.push(row);
+            eprintln!(
+                "primaries={n} {row} busiest primary {:.0}% CPU",
+                cpu * 100.0
+            );
+            ours.push((row, cpu));
             cluster.flush().await;
+            let before = (cluster.cpu().await, std::time::Instant::now());
             let row = jvm
                 .bench(&format!("j{prefix}"), concurrency, duration)
                 .await;
-            eprintln!("primaries={n} {row}");
-            theirs.push(row);
+            let cpu = busiest(&cluster, before).await;
+            eprintln!(
+                "primaries={n} {row} busiest primary {:.0}% CPU",
+                cpu * 100.0
+            );
+            theirs.push((row, cpu));
         }
         for mut runs in [ours, theirs] {
-            runs.sort_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec));
-            let median = runs.swap_remove(runs.len() / 2);
+            runs.sort_by(|a, b| a.0.ops_per_sec.total_cmp(&b.0.ops_per_sec));
+            let (median, busiest_primary_cpu) = runs.swap_remove(runs.len() / 2);
             rows.push(Row {
+                busiest_primary_cpu,
                 primaries: n,
                 implementation: median.implementation,
                 concurrency,
@@ -241,9 +283,20 @@ pub async fn run(
     rows
 }
 
+/// The busiest node's CPU share of one core since `before`.
+async fn busiest(cluster: &BenchCluster, before: (Vec<f64>, std::time::Instant)) -> f64 {
+    let after = cluster.cpu().await;
+    let wall = before.1.elapsed().as_secs_f64();
+    after
+        .iter()
+        .zip(&before.0)
+        .map(|(a, b)| (a - b) / wall)
+        .fold(0.0, f64::max)
+}
+
 pub fn table(rows: &[Row]) -> String {
     let mut out = String::from(
-        "| primaries | implementation | ops/s | vs 1 primary | vs Redisson | p50 µs | p99 µs |\n|---|---|---|---|---|---|---|\n",
+        "| primaries | implementation | ops/s | vs 1 primary | vs Redisson | p50 µs | p99 µs | busiest primary CPU |\n|---|---|---|---|---|---|---|---|\n",
     );
     for row in rows {
         let base = rows
@@ -255,14 +308,15 @@ pub fn table(rows: &[Row]) -> String {
             .find(|r| r.primaries == row.primaries && r.implementation != row.implementation)
             .map_or(f64::NAN, |r| r.ops_per_sec);
         out += &format!(
-            "| {} | {} | {:.0} | {:.2}x | {:.2}x | {:.0} | {:.0} |\n",
+            "| {} | {} | {:.0} | {:.2}x | {:.2}x | {:.0} | {:.0} | {:.0}% |\n",
             row.primaries,
             row.implementation,
             row.ops_per_sec,
             row.ops_per_sec / base,
             row.ops_per_sec / jvm,
             row.p50_us,
-            row.p99_us
+            row.p99_us,
+            row.busiest_primary_cpu * 100.0
         );
     }
     out

@@ -271,10 +271,13 @@ if os.path.exists(cluster_src):
   * With one primary, that primary already uses
     {by[(1, 'redisson-lock')]['busiest_primary_cpu'] * 100:.0f}% of a core, and the client uses
     the other core.
-  * More primaries spread the Redis work ({busiest} of a core for the busiest primary), but all
-    the processes still share the same 2 cores.
-  * So the harness shows that the load spreads over the primaries. Showing that throughput grows
-    with them needs more cores than this machine has.
+  * More primaries spread the Redis work ({busiest} of a core for the busiest primary). But the
+    extra Redis processes, and the client's extra connections (one per primary for each of the 8
+    write connections), compete for the same 2 cores. Throughput falls instead of growing.
+    Redisson falls too.
+  * The cells are noisy: single 3-primary runs ranged from 16k to 26k ops/s.
+  * What this harness shows is that the load spreads over the primaries. Showing that throughput
+    grows with them needs more cores than this machine has.
 """
 open(dst, "w").write(doc)
 print("wrote", dst)

@@ -88,3 +88,215 @@ async fn every_lock_operation_runs_under_the_minimal_acl() {
         "{err}"
     );
 }
+
+/// What a cluster or sentinel deployment needs on top of `RULE`.
+const REPLICATED_EXTRA: &[&str] = &[
+    "+info",
+    "+wait",
+    "+cluster|slots",
+    "+cluster|info",
+    "+role",
+    "+spublish",
+    "+ssubscribe",
+    "+sunsubscribe",
+    "+pubsub|shardnumsub",
+];
+
+fn user_flags(extra: &[&str]) -> Vec<String> {
+    let mut flags = vec!["--user".to_string(), "locker".into()];
+    flags.extend(RULE.iter().chain(extra).map(|s| s.to_string()));
+    flags
+}
+
+/// Locks, a renewal, a waiter woken by the unlock and a clean unsubscribe,
+/// as the `locker` user. Any refusal or unmet state is an `Err`.
+async fn scenario(
+    url: &str,
+    sharded: bool,
+    channel_subscribers: impl Fn() -> common::BoxFuture<i64>,
+) -> Result<(), String> {
+    let mut config = common::config(url, Duration::from_secs(1));
+    config.username = Some("locker".into());
+    config.password = Some("locker-pw".into());
+    config.retry_attempts = 2;
+    let step = |what: &'static str| move |e: redisson_lock::Error| format!("{what}: {e}");
+    let limit = |what: &'static str| move |_| format!("{what}: timed out");
+    let a = RedissonClient::connect(config.clone())
+        .await
+        .map_err(step("connect"))?;
+    let b = RedissonClient::connect(config)
+        .await
+        .map_err(step("connect"))?;
+    if a.sharded_pubsub() != sharded {
+        return Err(format!(
+            "sharded pub/sub is {}, expected {sharded}",
+            a.sharded_pubsub()
+        ));
+    }
+    let guard = a
+        .lock("app:job")
+        .unwrap()
+        .lock()
+        .await
+        .map_err(step("lock"))?;
+    let mut updates = a.watchdog_updates();
+    tokio::time::timeout(Duration::from_secs(5), updates.wait_for(|s| s.renewed >= 1))
+        .await
+        .map_err(limit("renewal"))?
+        .unwrap();
+    let other = b.lock("app:job").unwrap();
+    let waiter = tokio::spawn(async move { other.lock().await });
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while channel_subscribers().await != 1 {
+            if waiter.is_finished() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .map_err(limit("waiter subscribed"))?;
+    guard.unlock().await.map_err(step("unlock"))?;
+    let taken = tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .map_err(limit("waiter woken"))?
+        .unwrap()
+        .map_err(step("waiter"))?;
+    taken.unlock().await.map_err(step("waiter's unlock"))?;
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while channel_subscribers().await != 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .map_err(limit("unsubscribed"))?;
+    a.lock("app:job")
+        .unwrap()
+        .force_unlock()
+        .await
+        .map_err(step("force unlock"))?;
+    a.shutdown().await;
+    b.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_acl_is_enough_and_each_addition_is_needed() {
+    use common::topology::{node_client, Cluster};
+    use fred::prelude::*;
+
+    let flags = user_flags(REPLICATED_EXTRA);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let cluster = std::sync::Arc::new(Cluster::start_with(1, &flags).await);
+    let channel = redisson_lock::naming::channel_name("app:job");
+    let owner = cluster
+        .owner_of(redisson_lock::naming::slot("app:job"))
+        .await;
+    let subscribers = || -> common::BoxFuture<i64> {
+        let channel = channel.clone();
+        Box::pin(async move {
+            let c = node_client(owner).await;
+            let reply: Vec<Value> = c
+                .custom(
+                    fred::types::CustomCommand::new_static(
+                        "PUBSUB",
+                        fred::types::ClusterHash::Random,
+                        false,
+                    ),
+                    vec!["SHARDNUMSUB", channel.as_str()],
+                )
+                .await
+                .unwrap();
+            let _ = c.quit().await;
+            reply[1].as_i64().unwrap()
+        })
+    };
+    scenario(&cluster.url(), true, subscribers).await.unwrap();
+
+    // Take each addition away on every node: the same scenario must fail.
+    for permission in REPLICATED_EXTRA.iter().filter(|p| **p != "+role") {
+        let revoke = permission.replacen('+', "-", 1);
+        for node in &cluster.nodes {
+            let c = node_client(node.port).await;
+            let _: Value = c
+                .custom(
+                    fred::types::CustomCommand::new_static(
+                        "ACL",
+                        fred::types::ClusterHash::Random,
+                        false,
+                    ),
+                    vec!["SETUSER", "locker", revoke.as_str()],
+                )
+                .await
+                .unwrap();
+            let _ = c.quit().await;
+        }
+        let outcome = scenario(&cluster.url(), true, subscribers).await;
+        assert!(
+            outcome.is_err(),
+            "the cluster scenario passed without {permission}"
+        );
+        eprintln!("without {permission}: {}", outcome.unwrap_err());
+        for node in &cluster.nodes {
+            let c = node_client(node.port).await;
+            let _: Value = c
+                .custom(
+                    fred::types::CustomCommand::new_static(
+                        "ACL",
+                        fred::types::ClusterHash::Random,
+                        false,
+                    ),
+                    vec!["SETUSER", "locker", permission],
+                )
+                .await
+                .unwrap();
+            let _ = c.quit().await;
+        }
+        // Clean up whatever the failed run left behind.
+        let c = node_client(owner).await;
+        let _: Value = c
+            .custom(
+                fred::types::CustomCommand::new_static(
+                    "FLUSHALL",
+                    fred::types::ClusterHash::Random,
+                    false,
+                ),
+                Vec::<Value>::new(),
+            )
+            .await
+            .unwrap();
+        let _ = c.quit().await;
+    }
+}
+
+/// The same user on the sentinels, allowed only to ask for the primary.
+const SENTINEL_USER: &str =
+    "user locker on >locker-pw -@all +auth +hello +ping +sentinel|get-master-addr-by-name +sentinel|sentinels";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sentinel_acl_is_enough_and_role_is_needed() {
+    use common::topology::{node_client, Sentinel};
+    use fred::prelude::*;
+
+    let without_role: Vec<&str> = REPLICATED_EXTRA
+        .iter()
+        .copied()
+        .filter(|p| *p != "+role")
+        .collect();
+    for (extra, works) in [(REPLICATED_EXTRA.to_vec(), true), (without_role, false)] {
+        let flags = user_flags(&extra);
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        let sentinel = Sentinel::start_with(&flags, SENTINEL_USER).await;
+        let primary = sentinel.primary.port;
+        let subscribers = || -> common::BoxFuture<i64> {
+            Box::pin(async move {
+                let c = node_client(primary).await;
+                let n = common::numsub(&c, "redisson_lock__channel:{app:job}").await;
+                let _ = c.quit().await;
+                n
+            })
+        };
+        let outcome = scenario(&sentinel.url(), false, subscribers).await;
+        assert_eq!(outcome.is_ok(), works, "{extra:?}: {outcome:?}");
+    }
+}

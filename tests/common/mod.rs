@@ -20,6 +20,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
+/// A boxed future, for test helpers passed as callbacks.
+pub type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
 /// Upper bound for anything a test awaits: a hang guard, not a speed check.
 pub const HANG: Duration = Duration::from_secs(30);
 

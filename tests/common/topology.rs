@@ -95,6 +95,12 @@ impl Cluster {
 
     /// 3 primaries with `replicas` replicas each.
     pub async fn start_with_replicas(replicas: usize) -> Self {
+        Self::start_with(replicas, &[]).await
+    }
+
+    /// 3 primaries with `replicas` replicas each, every node started with
+    /// `extra` flags as well.
+    pub async fn start_with(replicas: usize, extra: &[&str]) -> Self {
         let dir = Scratch::new("cluster");
         let mut nodes = Vec::new();
         for _ in 0..3 * (1 + replicas) {
@@ -105,15 +111,19 @@ impl Cluster {
                     port,
                     None,
                     &[
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-config-file",
-                        conf.to_str().unwrap(),
-                        "--cluster-node-timeout",
-                        "1000",
-                        "--dir",
-                        dir.0.to_str().unwrap(),
-                    ],
+                        &[
+                            "--cluster-enabled",
+                            "yes",
+                            "--cluster-config-file",
+                            conf.to_str().unwrap(),
+                            "--cluster-node-timeout",
+                            "1000",
+                            "--dir",
+                            dir.0.to_str().unwrap(),
+                        ][..],
+                        extra,
+                    ]
+                    .concat(),
                 )
                 .await,
             );
@@ -435,12 +445,19 @@ pub const SERVICE: &str = "mymaster";
 
 impl Sentinel {
     pub async fn start() -> Self {
+        Self::start_with(&[], "").await
+    }
+
+    /// With `extra` flags on the primary and the replicas, and
+    /// `sentinel_conf` lines added to each sentinel's config file.
+    pub async fn start_with(extra: &[&str], sentinel_conf: &str) -> Self {
         let dir = Scratch::new("sentinel");
-        let primary = RedisServer::start_with(&[]).await;
+        let primary = RedisServer::start_with(extra).await;
         let mut replicas = Vec::new();
         for _ in 0..2 {
             let port = primary.port.to_string();
-            replicas.push(RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]).await);
+            let args = [&["--replicaof", "127.0.0.1", &port][..], extra].concat();
+            replicas.push(RedisServer::start_with(&args).await);
         }
         let mut sentinels = Vec::new();
         for i in 0..3 {
@@ -451,7 +468,8 @@ impl Sentinel {
                     "sentinel monitor {SERVICE} 127.0.0.1 {} 2\n\
                      sentinel down-after-milliseconds {SERVICE} 1000\n\
                      sentinel failover-timeout {SERVICE} 5000\n\
-                     sentinel parallel-syncs {SERVICE} 2\n",
+                     sentinel parallel-syncs {SERVICE} 2\n\
+                     {sentinel_conf}\n",
                     primary.port
                 ),
             )

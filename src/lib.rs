@@ -37,8 +37,31 @@
 //! # Ok(()) }
 //! ```
 //!
+//! ## Topologies
+//!
+//! The address decides the deployment: `redis://` (a single server),
+//! `redis-cluster://host:port?node=...` (a Redis Cluster, with sharded pub/sub
+//! on Redis 7 as Redisson 4.7 uses it) or
+//! `redis-sentinel://host:port?sentinelServiceName=...` (Sentinel); `rediss`
+//! variants for TLS, with [`Config::tls_ca_file`] for a private CA. On a
+//! cluster or Sentinel, every lock write waits for a replica to confirm it
+//! (Redisson's `checkLockSyncedSlaves`; see [`ReplicaQuorum`]):
+//!
+//! ```no_run
+//! use redisson_lock::{Config, RedissonClient, ReplicaQuorum};
+//!
+//! # async fn demo() -> redisson_lock::Result<()> {
+//! let mut config = Config::from_url("redis-cluster://10.0.0.1:7000?node=10.0.0.2:7000&node=10.0.0.3:7000");
+//! config.replica_quorum = ReplicaQuorum::All; // stricter than Redisson's "at least one"
+//! let client = RedissonClient::connect(config).await?;
+//! let guard = client.lock("orders:42")?.lock().await?; // undone and retried if no replica confirms
+//! guard.unlock().await?;
+//! # Ok(()) }
+//! ```
+//!
 //! The wire contract (keys, scripts, messages) is described in
-//! `docs/design.md` together with the path of one `lock().await`.
+//! `docs/design.md` together with the path of one `lock().await`;
+//! `docs/topologies.md` covers Cluster, Sentinel, TLS and replica sync.
 
 #![warn(missing_docs)]
 

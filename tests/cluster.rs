@@ -307,3 +307,71 @@ async fn every_script_goes_straight_to_its_slots_primary() {
     client.shutdown().await;
     holder.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contenders_keep_mutual_exclusion_when_a_primary_dies() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
+
+    let mut cluster = Cluster::start().await;
+    let clients = [
+        connect(&cluster, Duration::from_secs(3)).await,
+        connect(&cluster, Duration::from_secs(3)).await,
+    ];
+    let name = "stock";
+    const TASKS: usize = 6;
+    const SECTIONS: u32 = 12;
+    let inside = Arc::new(AtomicU32::new(0));
+    let done = tokio::sync::watch::Sender::new(0u32);
+    let mut tasks = vec![];
+    for t in 0..TASKS {
+        let lock = clients[t % 2].lock(name).unwrap();
+        let (inside, done) = (inside.clone(), done.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut sections = 0;
+            while sections < SECTIONS {
+                match lock.lock().await {
+                    Ok(guard) => {
+                        assert_eq!(
+                            inside.fetch_add(1, Ordering::SeqCst),
+                            0,
+                            "two holders at once"
+                        );
+                        for _ in 0..10 {
+                            tokio::task::yield_now().await;
+                        }
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                        let _ = guard.unlock().await;
+                        sections += 1;
+                        done.send_modify(|n| *n += 1);
+                    }
+                    // The slot's primary is gone until its replica takes over.
+                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                }
+            }
+        }));
+    }
+    let mut progress = done.subscribe();
+    within("first sections", progress.wait_for(|n| *n >= 20))
+        .await
+        .unwrap();
+    let primary = cluster.owner_of(naming::slot(name)).await;
+    let promoted = cluster.kill_primary(primary).await;
+    for task in tasks {
+        within("every contender finishes", task).await.unwrap();
+    }
+    assert_eq!(*done.borrow(), TASKS as u32 * SECTIONS);
+    // The lock now lives on the promoted replica, and it is free.
+    let c = node_client(promoted).await;
+    let n: i64 = c
+        .custom(
+            CustomCommand::new_static("EXISTS", ClusterHash::Random, false),
+            vec![name],
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 0);
+    for client in clients {
+        client.shutdown().await;
+    }
+}

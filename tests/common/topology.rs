@@ -279,6 +279,39 @@ impl Cluster {
         replica
     }
 
+    /// SIGKILLs primary `port` and waits until the surviving nodes agree that
+    /// its replica took over its slots (automatic failover after
+    /// `cluster-node-timeout`). Returns the new primary's port.
+    pub async fn kill_primary(&mut self, port: u16) -> u16 {
+        let replica = self.replica_of(port).await;
+        self.nodes
+            .iter_mut()
+            .find(|n| n.port == port)
+            .unwrap()
+            .kill()
+            .await;
+        let alive: Vec<u16> = self
+            .nodes
+            .iter()
+            .map(|n| n.port)
+            .filter(|p| *p != port)
+            .collect();
+        until("automatic failover", || async {
+            for p in &alive {
+                let c = node_client(*p).await;
+                let ok = info_field_cluster(&c).await;
+                let owners = slot_owners(&c).await;
+                let _ = c.quit().await;
+                if !ok || owners.iter().any(|(_, owner)| *owner == port) {
+                    return false;
+                }
+            }
+            true
+        })
+        .await;
+        replica
+    }
+
     /// Moves `slot` from its owner to primary `to` (MIGRATE of every key, then
     /// CLUSTER SETSLOT NODE on all nodes), as `redis-cli --cluster reshard` does.
     pub async fn migrate_slot(&self, slot: u16, to: u16) {

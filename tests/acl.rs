@@ -194,22 +194,7 @@ async fn the_cluster_acl_is_enough_and_each_addition_is_needed() {
         .await;
     let subscribers = || -> common::BoxFuture<i64> {
         let channel = channel.clone();
-        Box::pin(async move {
-            let c = node_client(owner).await;
-            let reply: Vec<Value> = c
-                .custom(
-                    fred::types::CustomCommand::new_static(
-                        "PUBSUB",
-                        fred::types::ClusterHash::Random,
-                        false,
-                    ),
-                    vec!["SHARDNUMSUB", channel.as_str()],
-                )
-                .await
-                .unwrap();
-            let _ = c.quit().await;
-            reply[1].as_i64().unwrap()
-        })
+        Box::pin(async move { common::topology::subscribers_on(owner, &channel, true).await })
     };
     scenario(&cluster.url(), true, subscribers).await.unwrap();
 
@@ -275,8 +260,7 @@ const SENTINEL_USER: &str =
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sentinel_acl_is_enough_and_role_is_needed() {
-    use common::topology::{node_client, Sentinel};
-    use fred::prelude::*;
+    use common::topology::Sentinel;
 
     let without_role: Vec<&str> = REPLICATED_EXTRA
         .iter()
@@ -290,10 +274,8 @@ async fn the_sentinel_acl_is_enough_and_role_is_needed() {
         let primary = sentinel.primary.port;
         let subscribers = || -> common::BoxFuture<i64> {
             Box::pin(async move {
-                let c = node_client(primary).await;
-                let n = common::numsub(&c, "redisson_lock__channel:{app:job}").await;
-                let _ = c.quit().await;
-                n
+                common::topology::subscribers_on(primary, "redisson_lock__channel:{app:job}", false)
+                    .await
             })
         };
         let outcome = scenario(&sentinel.url(), false, subscribers).await;

@@ -17,18 +17,8 @@ async fn connect(cluster: &Cluster, watchdog: Duration) -> RedissonClient {
         .expect("connect to the cluster")
 }
 
-/// Subscribers of a shard channel on one node (`PUBSUB SHARDNUMSUB`).
 async fn shardnumsub(port: u16, channel: &str) -> i64 {
-    let c = node_client(port).await;
-    let reply: Vec<Value> = c
-        .custom(
-            CustomCommand::new_static("PUBSUB", ClusterHash::Random, false),
-            vec!["SHARDNUMSUB", channel],
-        )
-        .await
-        .unwrap();
-    let _ = c.quit().await;
-    reply[1].as_i64().unwrap()
+    common::topology::subscribers_on(port, channel, true).await
 }
 
 /// Lock names until every primary owns at least two of them.
@@ -310,9 +300,6 @@ async fn every_script_goes_straight_to_its_slots_primary() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn contenders_keep_mutual_exclusion_when_a_primary_dies() {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    use std::sync::Arc;
-
     let mut cluster = Cluster::start().await;
     let clients = [
         connect(&cluster, Duration::from_secs(3)).await,
@@ -321,37 +308,7 @@ async fn contenders_keep_mutual_exclusion_when_a_primary_dies() {
     let name = "stock";
     const TASKS: usize = 6;
     const SECTIONS: u32 = 12;
-    let inside = Arc::new(AtomicU32::new(0));
-    let done = tokio::sync::watch::Sender::new(0u32);
-    let mut tasks = vec![];
-    for t in 0..TASKS {
-        let lock = clients[t % 2].lock(name).unwrap();
-        let (inside, done) = (inside.clone(), done.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut sections = 0;
-            while sections < SECTIONS {
-                match lock.lock().await {
-                    Ok(guard) => {
-                        assert_eq!(
-                            inside.fetch_add(1, Ordering::SeqCst),
-                            0,
-                            "two holders at once"
-                        );
-                        for _ in 0..10 {
-                            tokio::task::yield_now().await;
-                        }
-                        inside.fetch_sub(1, Ordering::SeqCst);
-                        let _ = guard.unlock().await;
-                        sections += 1;
-                        done.send_modify(|n| *n += 1);
-                    }
-                    // The slot's primary is gone until its replica takes over.
-                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-                }
-            }
-        }));
-    }
-    let mut progress = done.subscribe();
+    let (mut progress, tasks) = common::contenders(&clients, name, TASKS, SECTIONS);
     within("first sections", progress.wait_for(|n| *n >= 20))
         .await
         .unwrap();
@@ -360,7 +317,7 @@ async fn contenders_keep_mutual_exclusion_when_a_primary_dies() {
     for task in tasks {
         within("every contender finishes", task).await.unwrap();
     }
-    assert_eq!(*done.borrow(), TASKS as u32 * SECTIONS);
+    assert_eq!(*progress.borrow(), TASKS as u32 * SECTIONS);
     // The lock now lives on the promoted replica, and it is free.
     let c = node_client(promoted).await;
     let n: i64 = c

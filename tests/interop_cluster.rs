@@ -13,25 +13,11 @@ use common::java::{JavaPeer, VERSIONS};
 use common::topology::{node_client, until, Cluster};
 use common::{command_calls, config, within};
 use fred::prelude::*;
-use fred::types::{ClusterHash, CustomCommand};
 use redisson_lock::{naming, RedissonClient, ShardedSubscriptionMode};
 
 const LONG_LEASE_MS: u64 = 120_000;
 
-/// Subscribers of `channel` on node `port`: sharded or classic.
-async fn subscribers(port: u16, channel: &str, sharded: bool) -> i64 {
-    let c = node_client(port).await;
-    let sub = if sharded { "SHARDNUMSUB" } else { "NUMSUB" };
-    let reply: Vec<Value> = c
-        .custom(
-            CustomCommand::new_static("PUBSUB", ClusterHash::Random, false),
-            vec![sub, channel],
-        )
-        .await
-        .unwrap();
-    let _ = c.quit().await;
-    reply[1].as_i64().unwrap()
-}
+use common::topology::subscribers_on as subscribers;
 
 /// Subscribers of a classic channel anywhere in the cluster (a JVM client
 /// subscribes on the node it picks; PUBLISH reaches every node).

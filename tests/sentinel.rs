@@ -138,9 +138,6 @@ async fn a_lock_the_new_primary_never_got_is_reported_lost() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn contenders_keep_mutual_exclusion_through_a_failover() {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    use std::sync::Arc;
-
     let mut sentinel = Sentinel::start().await;
     let clients = [
         connect(&sentinel, true, Duration::from_secs(2)).await,
@@ -148,44 +145,7 @@ async fn contenders_keep_mutual_exclusion_through_a_failover() {
     ];
     const TASKS: usize = 6;
     const SECTIONS: u32 = 12;
-    let inside = Arc::new(AtomicU32::new(0));
-    let done = tokio::sync::watch::Sender::new(0u32);
-    let mut tasks = vec![];
-    for t in 0..TASKS {
-        let lock = clients[t % 2].lock("inventory").unwrap();
-        let (inside, done) = (inside.clone(), done.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut sections = 0;
-            let mut errors = 0;
-            while sections < SECTIONS {
-                match lock.lock().await {
-                    Ok(guard) => {
-                        assert_eq!(
-                            inside.fetch_add(1, Ordering::SeqCst),
-                            0,
-                            "two holders at once"
-                        );
-                        for _ in 0..10 {
-                            tokio::task::yield_now().await;
-                        }
-                        inside.fetch_sub(1, Ordering::SeqCst);
-                        // During the outage the release may fail; the lease
-                        // then expires and a waiter takes over.
-                        let _ = guard.unlock().await;
-                        sections += 1;
-                        done.send_modify(|n| *n += 1);
-                    }
-                    Err(_) => {
-                        // Redis unreachable mid-failover: back off and retry.
-                        errors += 1;
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                    }
-                }
-            }
-            errors
-        }));
-    }
-    let mut progress = done.subscribe();
+    let (mut progress, tasks) = common::contenders(&clients, "inventory", TASKS, SECTIONS);
     within("first sections", progress.wait_for(|n| *n >= 20))
         .await
         .unwrap();
@@ -196,7 +156,7 @@ async fn contenders_keep_mutual_exclusion_through_a_failover() {
     for task in tasks {
         errors += within("every contender finishes", task).await.unwrap();
     }
-    assert_eq!(*done.borrow(), TASKS as u32 * SECTIONS);
+    assert_eq!(*progress.borrow(), TASKS as u32 * SECTIONS);
     eprintln!("contenders saw {errors} failed lock() calls during the failover");
     for client in clients {
         client.shutdown().await;

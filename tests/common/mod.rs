@@ -457,3 +457,58 @@ pub async fn await_subscribers(server: &RedisServer, channel: &str, n: i64) {
     })
     .await
 }
+
+/// `tasks` tasks spread over `clients`, each running `sections` critical
+/// sections on lock `name` and asserting that nobody else is inside. A
+/// failed `lock()` (Redis unreachable during a failover) is retried after a
+/// pause. Returns the count of finished sections as it grows, and the tasks,
+/// each yielding how many `lock()` calls failed.
+pub fn contenders(
+    clients: &[RedissonClient],
+    name: &str,
+    tasks: usize,
+    sections: u32,
+) -> (
+    tokio::sync::watch::Receiver<u32>,
+    Vec<tokio::task::JoinHandle<u32>>,
+) {
+    use std::sync::atomic::AtomicU32;
+    let inside = Arc::new(AtomicU32::new(0));
+    let done = tokio::sync::watch::Sender::new(0u32);
+    let progress = done.subscribe();
+    let handles = (0..tasks)
+        .map(|t| {
+            let lock = clients[t % clients.len()].lock(name).unwrap();
+            let (inside, done) = (inside.clone(), done.clone());
+            tokio::spawn(async move {
+                let (mut finished, mut errors) = (0, 0);
+                while finished < sections {
+                    match lock.lock().await {
+                        Ok(guard) => {
+                            assert_eq!(
+                                inside.fetch_add(1, Ordering::SeqCst),
+                                0,
+                                "two holders at once"
+                            );
+                            for _ in 0..10 {
+                                tokio::task::yield_now().await;
+                            }
+                            inside.fetch_sub(1, Ordering::SeqCst);
+                            // During an outage the release may fail; the lease
+                            // then expires and a waiter takes over.
+                            let _ = guard.unlock().await;
+                            finished += 1;
+                            done.send_modify(|n| *n += 1);
+                        }
+                        Err(_) => {
+                            errors += 1;
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                    }
+                }
+                errors
+            })
+        })
+        .collect();
+    (progress, handles)
+}

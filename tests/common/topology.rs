@@ -428,6 +428,22 @@ async fn info_field_cluster(c: &Client) -> bool {
         .unwrap_or(false)
 }
 
+/// Subscribers of `channel` on node `port`: `PUBSUB SHARDNUMSUB` when
+/// `sharded`, else `PUBSUB NUMSUB`.
+pub async fn subscribers_on(port: u16, channel: &str, sharded: bool) -> i64 {
+    let c = node_client(port).await;
+    let sub = if sharded { "SHARDNUMSUB" } else { "NUMSUB" };
+    let reply: Vec<Value> = c
+        .custom(
+            CustomCommand::new_static("PUBSUB", ClusterHash::Random, false),
+            vec![sub, channel],
+        )
+        .await
+        .unwrap();
+    let _ = c.quit().await;
+    reply[1].as_i64().unwrap()
+}
+
 /// Replies of one kind of error a node has sent (`INFO errorstats`), such
 /// as `MOVED`.
 pub async fn error_count(port: u16, error: &str) -> u64 {

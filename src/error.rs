@@ -150,6 +150,13 @@ impl Error {
         matches!(self, Error::Timeout(_) | Error::Connection(_))
     }
 
+    /// True when fred gave up on a command it was redirected with (`MOVED`
+    /// or `ASK` under a single allowed attempt): the server refused it, so
+    /// it did not run there.
+    pub(crate) fn was_redirected(&self) -> bool {
+        matches!(self, Error::Connection(msg) if msg.starts_with("Too many failed write attempts"))
+    }
+
     /// True for a `WRONGTYPE` reply.
     pub(crate) fn is_wrong_type(&self) -> bool {
         matches!(self, Error::Redis(msg) if msg.contains("WRONGTYPE"))

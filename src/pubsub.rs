@@ -239,8 +239,8 @@ async fn run_ops(
                 channel.ready.send_replace(Some(result));
             }
             Op::Resubscribe(name, channel) => {
-                channel.moving.store(false, Ordering::Release);
                 if channel.waiters.load(Ordering::Acquire) == 0 {
+                    channel.moving.store(false, Ordering::Release);
                     continue; // left meanwhile; its unsubscribe is queued
                 }
                 match ssubscribe(&client, &name).await {
@@ -253,6 +253,7 @@ async fn run_ops(
                         tracing::warn!(channel = %name, error = %e, "re-subscribing a moved shard channel failed")
                     }
                 }
+                channel.moving.store(false, Ordering::Release);
                 // A message sent while it moved is lost: re-check.
                 channel.wake.notify_waiters();
             }

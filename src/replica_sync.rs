@@ -52,6 +52,9 @@ pub(crate) struct ReplicaSync {
     timeout: Duration,
     /// Connected replicas per primary (by slot owner), and when it was read.
     replicas: Mutex<HashMap<String, (i64, Instant)>>,
+    /// One search for a new primary at a time: a reconnection started by one
+    /// write must not cut the pipelines of others that found the same thing.
+    refreshing: tokio::sync::Mutex<()>,
 }
 
 impl ReplicaSync {
@@ -63,6 +66,7 @@ impl ReplicaSync {
             wait: config.slaves_sync_timeout,
             timeout: config.timeout,
             replicas: Mutex::new(HashMap::new()),
+            refreshing: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -183,17 +187,34 @@ impl ReplicaSync {
                 // redirected or refused yet). Find the new primary; nothing
                 // was sent so far.
                 if refreshed {
-                    return Err(Error::Connection(
-                        "still connected to a replica after a failover; retry".into(),
+                    // Nothing was sent: a definite failure, not an unknown one.
+                    return Err(Error::Redis(
+                        "still connected to a replica after a failover; retry later".into(),
                     ));
                 }
                 refreshed = true;
-                let found = if redis.cached_cluster_state().is_some() {
-                    redis.sync_cluster().await
-                } else {
-                    redis.force_reconnection().await
-                };
-                found.map_err(|e| Error::from_redis(&e, self.timeout))?;
+                let _one_at_a_time = self.refreshing.lock().await;
+                let role: std::result::Result<String, _> = redis
+                    .custom(
+                        CustomCommand::new_static("ROLE", ClusterHash::Custom(slot), false),
+                        Vec::<Value>::new(),
+                    )
+                    .await
+                    .map(|reply: Vec<Value>| {
+                        reply
+                            .first()
+                            .and_then(|r| r.as_string())
+                            .unwrap_or_default()
+                    });
+                if role.as_deref().unwrap_or("slave") != "master" {
+                    // Nobody else fixed it meanwhile.
+                    let found = if redis.cached_cluster_state().is_some() {
+                        redis.sync_cluster().await
+                    } else {
+                        redis.force_reconnection().await
+                    };
+                    found.map_err(|e| Error::from_redis(&e, self.timeout))?;
+                }
                 continue;
             }
             let count = field("connected_slaves:")

@@ -366,8 +366,15 @@ impl RLock {
                     match self.resolve_acquire(hold, &field, &e).await {
                         Ok(Resolved::Taken) => (None, Synced::NotWaited),
                         Ok(Resolved::Held(ttl)) => (Some(ttl), Synced::NotWaited),
-                        Ok(Resolved::Free) if resends < self.client.config.retry_attempts => {
-                            // Not taken, so sending it again cannot take it twice.
+                        Ok(Resolved::Free)
+                            if e.was_redirected()
+                                && resends < self.client.config.retry_attempts =>
+                        {
+                            // A redirect fred would not follow: the server
+                            // refused the script, so sending it again cannot
+                            // take the lock twice. (After a timeout or a lost
+                            // connection an old copy might still arrive, so
+                            // that error goes to the caller, as in Redisson.)
                             resends += 1;
                             continue;
                         }
@@ -462,6 +469,10 @@ impl RLock {
                 ours + 1
             ))));
         }
+        if ours > 0 {
+            // A re-entry that did not run: the lock is still ours alone.
+            return Ok(Resolved::Free);
+        }
         let ttl: i64 = self.query(redis.pttl(&*self.name)).await.map_err(unknown)?;
         Ok(if ttl == -2 {
             Resolved::Free
@@ -493,33 +504,42 @@ impl RLock {
         };
         slot.forget();
         finish.took_slot();
-        let outcome = self.release_locked(hold, watchdog, &request).await;
-        finish.complete();
+        let (outcome, slot) = self.release_locked(hold, watchdog, &request).await;
+        match slot {
+            Slot::Kept => finish.complete(),
+            Slot::PassedOn => finish.disarm(),
+        }
         outcome
     }
 
     /// Releases one hold, with the hold's `ops` slot taken. After the script's
     /// reply nothing here waits, so a cancelled caller can only leave it
     /// before the bookkeeping, never halfway through.
+    ///
+    /// Returns what became of the slot: kept (the caller gives it back), or
+    /// passed on to a background drain of untracked holds, which gives it
+    /// back when done, so nothing of this owner on this lock runs meanwhile.
     async fn release_locked(
         &self,
         hold: &Arc<Hold>,
         watchdog: bool,
         request: &UnlockRequest,
-    ) -> Result<Unlocked> {
+    ) -> (Result<Unlocked>, Slot) {
         let field = hold.field(&self.client.id);
         if hold.count() == 0 {
             self.client.holds.retire_if_done(hold);
-            return Err(Error::NotHeld {
+            let err = Error::NotHeld {
                 name: self.name.to_string(),
                 field,
-            });
+            };
+            return (Err(err), Slot::Kept);
         }
         if hold.lease.is_lost() {
             self.forget(hold, watchdog);
-            return Err(Error::LockLost {
+            let err = Error::LockLost {
                 name: self.name.to_string(),
-            });
+            };
+            return (Err(err), Slot::Kept);
         }
         let lease = hold.lease_after_release(watchdog, self.client.config.lock_watchdog_timeout);
         let outcome = self.send_unlock(&field, lease, request, true).await;
@@ -531,11 +551,15 @@ impl RLock {
                 // after a local loss, or an acquire whose outcome stayed
                 // unknown). They are this owner's: give them back too, or the
                 // lock would sit there unrenewed for a whole lease.
-                // The hold stays in the table until the drain retires it, so
-                // a new acquire of this owner queues behind it on `ops`.
+                // The drain takes over the `ops` slot and the hold stays in
+                // the table until it is done, so a new acquire of this owner
+                // waits for it instead of having its hold given back.
                 let (lock, hold) = (self.clone(), hold.clone());
-                tokio::spawn(async move { lock.drain_untracked(&hold).await });
-                return outcome.map(|(unlocked, _)| unlocked);
+                tokio::spawn(async move {
+                    lock.give_back_untracked(&hold).await;
+                    hold.ops.add_permits(1);
+                });
+                return (outcome.map(|(unlocked, _)| unlocked), Slot::PassedOn);
             }
             Ok((Unlocked::Released, _)) if left > 0 => {
                 // Another release path freed it: the remaining guards have lost it.
@@ -548,16 +572,7 @@ impl RLock {
             Err(_) => {}
         }
         self.client.holds.retire_if_done(hold);
-        outcome.map(|(unlocked, _)| unlocked)
-    }
-
-    /// Gives back every hold of `hold`'s owner that Redis counts beyond what
-    /// this client tracks. Takes the hold's `ops` slot.
-    async fn drain_untracked(&self, hold: &Arc<Hold>) {
-        let Ok(_slot) = hold.ops.acquire().await else {
-            return;
-        };
-        self.give_back_untracked(hold).await;
+        (outcome.map(|(unlocked, _)| unlocked), Slot::Kept)
     }
 
     /// With the hold's `ops` slot taken: reads the owner's hold count on Redis
@@ -704,6 +719,15 @@ impl std::fmt::Debug for RLock {
     }
 }
 
+/// Who holds a hold's `ops` slot after a release.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    /// Still the caller, who gives it back.
+    Kept,
+    /// A background task, which gives it back when done.
+    PassedOn,
+}
+
 /// What reading the state said about an acquire whose reply was lost.
 enum Resolved {
     /// The script ran and took the lock (or one more hold of it).
@@ -763,6 +787,11 @@ impl FinishOnDrop {
         if let Some(Unfinished::Release { owns_slot, .. }) = &mut self.0 {
             *owns_slot = true;
         }
+    }
+
+    /// The operation completed and its `ops` slot went to someone else.
+    fn disarm(mut self) {
+        self.0 = None;
     }
 
     /// The operation completed: give its `ops` slot back.
@@ -827,10 +856,13 @@ impl Drop for FinishOnDrop {
                             Err(_) => return,
                         }
                     }
-                    if let Err(e) = lock.release_locked(&hold, watchdog, &request).await {
+                    let (outcome, slot) = lock.release_locked(&hold, watchdog, &request).await;
+                    if let Err(e) = outcome {
                         tracing::warn!(lock = %hold.name, error = %e, "finishing an abandoned unlock failed");
                     }
-                    hold.ops.add_permits(1);
+                    if slot == Slot::Kept {
+                        hold.ops.add_permits(1);
+                    }
                 });
             }
         }

@@ -253,3 +253,27 @@ async fn holds_redis_counts_beyond_ours_are_drained_by_the_last_unlock() {
     assert_eq!(raw.exists::<i64, _>("orphan").await.unwrap(), 0);
     assert_eq!(client.held_locks(), 0);
 }
+
+#[tokio::test]
+async fn a_reacquire_right_after_a_draining_unlock_keeps_its_hold() {
+    let server = RedisServer::start().await;
+    let raw = server.raw().await;
+    let client = client(&server, Duration::from_secs(30)).await;
+    let lock = client.lock("orphan2").unwrap();
+    let guard = lock.lock().await.unwrap();
+    let field = guard.field();
+    let _: i64 = raw.hincrby("orphan2", &field, 2).await.unwrap();
+    assert_eq!(guard.unlock().await.unwrap(), Unlocked::StillHeld);
+    // The same owner takes it again while the untracked holds are being given
+    // back: it waits for the drain, and its own hold survives it.
+    let again = lock.lock().await.unwrap();
+    assert_eq!(
+        raw.hget::<Option<i64>, _, _>("orphan2", &field)
+            .await
+            .unwrap(),
+        Some(1)
+    );
+    assert!(again.is_renewed());
+    assert_eq!(again.unlock().await.unwrap(), Unlocked::Released);
+    assert_eq!(raw.exists::<i64, _>("orphan2").await.unwrap(), 0);
+}

@@ -398,8 +398,10 @@ impl RLock {
                 // while we believe we hold it. Undo, then retry (Redisson's
                 // NoSyncedSlavesException handling).
                 let config = &self.client.config;
+                // The holds left after the undo keep their own lease.
+                let remaining = hold.lease_after_release(false, config.lock_watchdog_timeout);
                 let undone = self
-                    .send_unlock(&field, lease, &UnlockRequest::new(), false)
+                    .send_unlock(&field, remaining, &UnlockRequest::new(), false)
                     .await;
                 if let Err(e) = &undone {
                     // Maybe undone, maybe not: give back whatever Redis

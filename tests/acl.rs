@@ -182,8 +182,7 @@ async fn scenario(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cluster_acl_is_enough_and_each_addition_is_needed() {
-    use common::topology::{node_client, Cluster};
-    use fred::prelude::*;
+    use common::topology::{on_node, Cluster};
 
     let flags = user_flags(REPLICATED_EXTRA);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
@@ -202,19 +201,7 @@ async fn the_cluster_acl_is_enough_and_each_addition_is_needed() {
     for permission in REPLICATED_EXTRA.iter().filter(|p| **p != "+role") {
         let revoke = permission.replacen('+', "-", 1);
         for node in &cluster.nodes {
-            let c = node_client(node.port).await;
-            let _: Value = c
-                .custom(
-                    fred::types::CustomCommand::new_static(
-                        "ACL",
-                        fred::types::ClusterHash::Random,
-                        false,
-                    ),
-                    vec!["SETUSER", "locker", revoke.as_str()],
-                )
-                .await
-                .unwrap();
-            let _ = c.quit().await;
+            on_node(node.port, "ACL", vec!["SETUSER", "locker", &revoke]).await;
         }
         let outcome = scenario(&cluster.url(), true, subscribers).await;
         assert!(
@@ -223,34 +210,10 @@ async fn the_cluster_acl_is_enough_and_each_addition_is_needed() {
         );
         eprintln!("without {permission}: {}", outcome.unwrap_err());
         for node in &cluster.nodes {
-            let c = node_client(node.port).await;
-            let _: Value = c
-                .custom(
-                    fred::types::CustomCommand::new_static(
-                        "ACL",
-                        fred::types::ClusterHash::Random,
-                        false,
-                    ),
-                    vec!["SETUSER", "locker", permission],
-                )
-                .await
-                .unwrap();
-            let _ = c.quit().await;
+            on_node(node.port, "ACL", vec!["SETUSER", "locker", permission]).await;
         }
         // Clean up whatever the failed run left behind.
-        let c = node_client(owner).await;
-        let _: Value = c
-            .custom(
-                fred::types::CustomCommand::new_static(
-                    "FLUSHALL",
-                    fred::types::ClusterHash::Random,
-                    false,
-                ),
-                Vec::<Value>::new(),
-            )
-            .await
-            .unwrap();
-        let _ = c.quit().await;
+        on_node(owner, "FLUSHALL", vec![]).await;
     }
 }
 

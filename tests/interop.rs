@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::java::{JavaPeer, VERSIONS};
 use common::*;
 use fred::prelude::*;
-use redisson_lock::{Holder, RedissonClient, Ttl};
+use redisson_lock::{Holder, Ttl};
 
 const LONG_LEASE_MS: u64 = 120_000;
 
@@ -260,9 +260,9 @@ async fn two_java_and_two_rust_clients_share_a_counter_without_overlap() {
         let mut rust_runs = vec![];
         for c in &rust_clients {
             let (c, overlaps) = (c.clone(), overlaps.clone());
-            rust_runs.push(tokio::spawn(
-                async move { contend(&c, 200, &overlaps).await },
-            ));
+            rust_runs.push(tokio::spawn(async move {
+                common::contend(&c, 200, &overlaps).await
+            }));
         }
         let (a, b) = tokio::join!(
             java_a.call("contend counted 1 200 inside counter"),
@@ -283,27 +283,6 @@ async fn two_java_and_two_rust_clients_share_a_counter_without_overlap() {
         assert_eq!(counter, "800", "{version}");
         java_a.quit().await;
         java_b.quit().await;
-    }
-}
-
-/// The Rust half of `contend`: the same non-atomic read-modify-write the JVM
-/// peer does, inside the lock, with an INCR-based overlap detector.
-async fn contend(client: &RedissonClient, rounds: usize, overlaps: &AtomicUsize) {
-    let lock = client.lock("counted").unwrap();
-    let redis = client.redis();
-    for _ in 0..rounds {
-        let guard = lock.lock().await.unwrap();
-        let inside: i64 = redis.incr("inside").await.unwrap();
-        if inside != 1 {
-            overlaps.fetch_add(1, Ordering::SeqCst);
-        }
-        let value: Option<i64> = redis.get("counter").await.unwrap();
-        let _: () = redis
-            .set("counter", value.unwrap_or(0) + 1, None, None, false)
-            .await
-            .unwrap();
-        let _: i64 = redis.decr("inside").await.unwrap();
-        guard.unlock().await.unwrap();
     }
 }
 

@@ -126,24 +126,7 @@ async fn java_and_rust_share_a_counter_on_a_cluster() {
     let overlaps = Arc::new(AtomicUsize::new(0));
     let rust_run = {
         let (rust, overlaps) = (rust.clone(), overlaps.clone());
-        tokio::spawn(async move {
-            let lock = rust.lock("counted").unwrap();
-            let redis = rust.redis();
-            for _ in 0..150 {
-                let guard = lock.lock().await.unwrap();
-                let inside: i64 = redis.incr("inside").await.unwrap();
-                if inside != 1 {
-                    overlaps.fetch_add(1, Ordering::SeqCst);
-                }
-                let value: Option<i64> = redis.get("counter").await.unwrap();
-                let _: () = redis
-                    .set("counter", value.unwrap_or(0) + 1, None, None, false)
-                    .await
-                    .unwrap();
-                let _: i64 = redis.decr("inside").await.unwrap();
-                guard.unlock().await.unwrap();
-            }
-        })
+        tokio::spawn(async move { common::contend(&rust, 150, &overlaps).await })
     };
     let java_overlaps = java.call("contend counted 1 150 inside counter").await;
     within("Rust contender", rust_run).await.unwrap();

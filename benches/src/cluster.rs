@@ -3,12 +3,10 @@
 //! locks spread over every slot. redisson-lock and JVM Redisson 4.7.0 run side
 //! by side on the same cluster, interleaved, median of 3.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::throughput::{self, Jvm};
 
@@ -91,38 +89,21 @@ impl BenchCluster {
         let mut children = vec![];
         for _ in 0..n {
             let port = free_port();
-            let mut child = tokio::process::Command::new("redis-server")
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                ])
-                .args([
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-announce-ip",
-                    "127.0.0.1",
-                ])
-                .arg("--cluster-config-file")
-                .arg(dir.join(format!("nodes-{port}.conf")))
-                .arg("--dir")
-                .arg(&dir)
-                .stdout(Stdio::piped())
-                .kill_on_drop(true)
-                .spawn()
-                .expect("redis-server must be installed");
-            let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-            while let Some(line) = lines.next_line().await.unwrap() {
-                if line.contains("Ready to accept connections") {
-                    break;
-                }
-            }
-            tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+            let conf = dir.join(format!("nodes-{port}.conf"));
+            let child = crate::server::spawn_redis(
+                port,
+                &[
+                    "--cluster-enabled".as_ref(),
+                    "yes".as_ref(),
+                    "--cluster-announce-ip".as_ref(),
+                    "127.0.0.1".as_ref(),
+                    "--cluster-config-file".as_ref(),
+                    conf.as_os_str(),
+                    "--dir".as_ref(),
+                    dir.as_os_str(),
+                ],
+            )
+            .await;
             ports.push(port);
             children.push(child);
         }

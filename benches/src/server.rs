@@ -20,28 +20,7 @@ impl Server {
             .local_addr()
             .unwrap()
             .port();
-        let mut child = tokio::process::Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("redis-server must be installed");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if line.contains("Ready to accept connections") {
-                break;
-            }
-        }
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let child = spawn_redis(port, &[]).await;
         Server {
             url: format!("redis://127.0.0.1:{port}"),
             _child: Some(child),
@@ -135,4 +114,33 @@ pub fn jvm_peer(url: &str, cluster: bool) -> tokio::process::Child {
         .kill_on_drop(true)
         .spawn()
         .expect("java and the interop peer jar (bash .ci/run builds it) are needed")
+}
+
+/// A redis-server on `port` without persistence, plus `extra` flags; returns
+/// once it accepts connections. Killed when the handle is dropped.
+pub async fn spawn_redis(port: u16, extra: &[&std::ffi::OsStr]) -> tokio::process::Child {
+    let mut child = tokio::process::Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("redis-server must be installed");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    while let Some(line) = lines.next_line().await.unwrap() {
+        if line.contains("Ready to accept connections") {
+            break;
+        }
+    }
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    child
 }

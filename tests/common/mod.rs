@@ -512,3 +512,28 @@ pub fn contenders(
         .collect();
     (progress, handles)
 }
+
+/// The Rust half of `contend`: the same non-atomic read-modify-write the JVM
+/// peer does, inside the lock, with an INCR-based overlap detector.
+pub async fn contend(
+    client: &RedissonClient,
+    rounds: usize,
+    overlaps: &std::sync::atomic::AtomicUsize,
+) {
+    let lock = client.lock("counted").unwrap();
+    let redis = client.redis();
+    for _ in 0..rounds {
+        let guard = lock.lock().await.unwrap();
+        let inside: i64 = redis.incr("inside").await.unwrap();
+        if inside != 1 {
+            overlaps.fetch_add(1, Ordering::SeqCst);
+        }
+        let value: Option<i64> = redis.get("counter").await.unwrap();
+        let _: () = redis
+            .set("counter", value.unwrap_or(0) + 1, None, None, false)
+            .await
+            .unwrap();
+        let _: i64 = redis.decr("inside").await.unwrap();
+        guard.unlock().await.unwrap();
+    }
+}

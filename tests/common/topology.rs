@@ -428,6 +428,20 @@ async fn info_field_cluster(c: &Client) -> bool {
         .unwrap_or(false)
 }
 
+/// Runs one command on node `port` (no cluster routing) and returns its reply.
+pub async fn on_node(port: u16, command: &'static str, args: Vec<&str>) -> Value {
+    let c = node_client(port).await;
+    let reply: Value = c
+        .custom(
+            CustomCommand::new_static(command, ClusterHash::Random, false),
+            args,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{command} on {port}: {e}"));
+    let _ = c.quit().await;
+    reply
+}
+
 /// Subscribers of `channel` on node `port`: `PUBSUB SHARDNUMSUB` when
 /// `sharded`, else `PUBSUB NUMSUB`.
 pub async fn subscribers_on(port: u16, channel: &str, sharded: bool) -> i64 {

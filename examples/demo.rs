@@ -63,12 +63,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let lock = first.lock(LOCK)?;
     let outer = lock.lock().await?;
     clock.say("rust-1", format!("acquired; hash field {}", outer.field()));
-    let inner = lock.lock().await?;
+    // A nested lock() inside the holder's scope re-enters its hold.
+    let inner = outer.scope(lock.lock()).await?;
     clock.say(
         "rust-1",
         format!(
-            "nested lock() in the same task re-enters: hold count {}",
-            lock.hold_count().await?
+            "nested lock() in the holder's scope re-enters: hold count {}",
+            inner.hold_count().await?
         ),
     );
     inner.unlock().await?;
@@ -76,7 +77,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "rust-1",
         format!(
             "inner unlock: still held, hold count {}",
-            lock.hold_count().await?
+            outer.hold_count().await?
         ),
     );
 

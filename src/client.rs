@@ -45,7 +45,7 @@ pub struct RedissonClient {
 }
 
 pub(crate) struct ClientInner {
-    pub(crate) id: String,
+    pub(crate) id: Arc<str>,
     pub(crate) config: Config,
     pub(crate) redis: Client,
     /// Connections for lock writes; a lock always uses the same one, so a read
@@ -187,7 +187,7 @@ impl RedissonClient {
             Subscriptions::start(subscriber, sharded, config.timeout, shutdown_rx.clone());
         let latches = LatchSweeper::start(redis.clone(), cluster);
         let inner = Arc::new(ClientInner {
-            id: uuid::Uuid::new_v4().to_string(),
+            id: uuid::Uuid::new_v4().to_string().into(),
             replica_sync: ReplicaSync::new(&config, replicated),
             config,
             redis,

@@ -19,15 +19,22 @@ pub enum Unlocked {
 /// One hold on a lock. Release it with [`LockGuard::unlock`], which reports
 /// errors; dropping the guard instead releases it in the background.
 ///
-/// A nested acquire by the same owner returns another guard and raises the
-/// hold count on Redis; the lock is free once every guard is released.
+/// Code that needs to take the lock again while holding it (a function that
+/// holds the lock calls another that takes it) runs inside
+/// [`LockGuard::scope`]: there, acquiring the same lock re-enters this hold
+/// and raises the hold count on Redis, as a nested `lock()` in one Java
+/// thread does. The lock is free once every guard is released.
 ///
 /// ```no_run
 /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
 /// let outer = lock.lock().await?;
-/// let inner = lock.lock().await?; // same task: re-enters
-/// assert_eq!(lock.hold_count().await?, 2);
-/// inner.unlock().await?;
+/// outer
+///     .scope(async {
+///         let inner = lock.lock().await?; // re-enters: hold count 2
+///         assert_eq!(inner.hold_count().await?, 2);
+///         inner.unlock().await
+///     })
+///     .await?;
 /// outer.unlock().await?;
 /// # Ok(()) }
 /// ```
@@ -62,6 +69,51 @@ impl LockGuard {
     /// The hash field of the owner on Redis: `<client-id>:<owner-id>`.
     pub fn field(&self) -> String {
         self.hold.field(&self.lock.client.id)
+    }
+
+    /// Runs `work` inside this hold's scope: an acquisition of the same lock
+    /// (through the same client) made by `work` re-enters this hold instead
+    /// of waiting for it. Scopes nest, and they follow the future they wrap:
+    /// a task spawned inside starts outside, and a future joined with the
+    /// scoped one is not in it.
+    ///
+    /// Futures that `work` polls concurrently (a `join!` inside the scope)
+    /// all act for this hold's owner, as code inside one Java thread's
+    /// critical section would; run them outside the scope to make them
+    /// exclude each other.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the returned future drops `work`; the scope holds nothing of
+    /// its own.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// async fn audit(lock: &redisson_lock::RLock) -> redisson_lock::Result<()> {
+    ///     let guard = lock.lock().await?; // re-enters when called inside a scope
+    ///     guard.unlock().await.map(drop)
+    /// }
+    /// let guard = lock.lock().await?;
+    /// guard.scope(audit(&lock)).await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn scope<F: std::future::Future>(
+        &self,
+        work: F,
+    ) -> impl std::future::Future<Output = F::Output> {
+        crate::reentry::enter(
+            self.lock.client.id.clone(),
+            self.hold.name.clone(),
+            self.hold.owner,
+            work,
+        )
+    }
+
+    /// How many times this guard's owner holds the lock, as Redis counts it
+    /// (`HGET`): 1 for a single hold, more after re-entries.
+    pub async fn hold_count(&self) -> Result<u32> {
+        self.lock.hold_count_of(self.hold.owner).await
     }
 
     /// True when the watchdog renews this hold (no explicit lease was given).

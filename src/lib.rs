@@ -7,6 +7,11 @@
 //!
 //! * A lock is a Redis hash `name`, field `<client-id>:<owner-id>` → reentrant
 //!   hold count, with a `PX` lease ([`RLock`]).
+//! * Every acquisition is its own owner: two futures polled by one task
+//!   (`join!`, `select!`) exclude each other. Re-entry is scoped: inside
+//!   [`LockGuard::scope`], acquiring the same lock again re-enters the guard's
+//!   hold, as a nested `lock()` in one Java thread does. [`OwnerId`] explains
+//!   the model and the explicit owners of Redisson's `lockAsync(threadId)`.
 //! * Unlocking publishes `0` on `redisson_lock__channel:{name}`, waking one
 //!   waiter per client, Java or Rust; waiters never poll.
 //! * One watchdog per client renews every lock held without an explicit lease,
@@ -26,7 +31,7 @@
 //!
 //! let lock = client.lock("orders:42")?;
 //! let guard = lock.lock().await?;          // waits on pub/sub if taken
-//! let nested = lock.lock().await?;         // same task: hold count 2
+//! let nested = guard.scope(lock.lock()).await?; // re-enters: hold count 2
 //! nested.unlock().await?;
 //! tokio::select! {
 //!     _ = tokio::time::sleep(Duration::from_secs(1)) => {} // the work
@@ -76,6 +81,7 @@ pub mod naming;
 mod owner;
 mod pubsub;
 mod redisson_file;
+mod reentry;
 mod replica_sync;
 mod rlock;
 mod script;

@@ -77,7 +77,7 @@ mod tests {
         assert_eq!(
             field_name(
                 "8743c9c0-0795-4907-87fd-6c719a6b4586",
-                crate::OwnerId::new(1)
+                crate::OwnerId::new(1).unwrap()
             ),
             "8743c9c0-0795-4907-87fd-6c719a6b4586:1"
         );

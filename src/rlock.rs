@@ -26,9 +26,13 @@ use crate::OwnerId;
 /// A handle on a lock named `name`, shared with JVM Redisson clients that call
 /// `getLock(name)`. Cheap to clone; creating one sends nothing to Redis.
 ///
-/// Acquire methods return a [`LockGuard`]. The owner is the current tokio task
-/// unless [`RLock::with_owner`] fixed one, so nested acquisitions in one task
-/// re-enter, as in Redisson a nested `lock()` in one thread does.
+/// Acquire methods return a [`LockGuard`]. Each acquisition is its own owner,
+/// so two futures that wait for the same lock exclude each other even when
+/// one task polls both (`join!`, `select!`, `FuturesUnordered`). Re-entry is
+/// scoped: inside [`LockGuard::scope`], acquiring the same lock again
+/// re-enters the guard's hold (the hold count goes up, as a nested `lock()`
+/// in one Java thread does). [`RLock::with_owner`] fixes the owner instead,
+/// as Redisson's `lockAsync(threadId)` does.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -96,9 +100,10 @@ impl RLock {
         naming::channel_name(&self.name)
     }
 
-    /// The same lock, acting for a fixed owner instead of the current task:
-    /// Redisson's `lockAsync(threadId)`. Lets one task acquire and another
-    /// release, or several tasks share one reentrant hold.
+    /// The same lock, acting for a fixed owner: Redisson's
+    /// `lockAsync(threadId)`. Every acquisition through this handle re-enters
+    /// that owner's hold, wherever it runs; it lets one task acquire and
+    /// another release, or several tasks share one reentrant hold.
     pub fn with_owner(&self, owner: OwnerId) -> RLock {
         RLock {
             owner: Some(owner),
@@ -106,9 +111,18 @@ impl RLock {
         }
     }
 
-    /// The owner this handle acts for right now.
-    pub fn owner(&self) -> OwnerId {
-        self.owner.unwrap_or_else(OwnerId::current)
+    /// The owner an acquisition would re-enter with right now: the explicit
+    /// owner of [`RLock::with_owner`], else the owner of the innermost
+    /// enclosing [`LockGuard::scope`] of this lock, else `None` (the next
+    /// acquisition gets an owner of its own).
+    pub fn current_owner(&self) -> Option<OwnerId> {
+        self.owner
+            .or_else(|| crate::reentry::owner_in_scope(&self.client.id, &self.name))
+    }
+
+    /// The owner a new acquisition uses: the current one, or a new one.
+    pub(crate) fn acquiring_owner(&self) -> OwnerId {
+        self.current_owner().unwrap_or_else(OwnerId::unique)
     }
 
     /// The hash field of an owner: `<client-id>:<owner-id>`.
@@ -156,7 +170,9 @@ impl RLock {
     /// that a non-owner cannot unlock. Prefer [`LockGuard::unlock`].
     pub async fn unlock(&self) -> Result<Unlocked> {
         self.client.ensure_open()?;
-        let owner = self.owner();
+        // Outside a scope nobody is the current owner: an unused owner's
+        // unlock finds nothing to release, on Redis as here.
+        let owner = self.acquiring_owner();
         match self.client.holds.get(&self.name, owner) {
             Some(hold) => {
                 let watchdog = hold.next_release_is_watchdog();
@@ -212,9 +228,18 @@ impl RLock {
         Ok(n > 0)
     }
 
-    /// Whether this handle's owner holds the lock.
+    /// Whether the current owner ([`RLock::current_owner`]) holds the lock:
+    /// Redisson's `isHeldByCurrentThread`. Outside a scope and without an
+    /// explicit owner there is no current owner, and this is `false`; ask a
+    /// guard instead ([`LockGuard::hold_count`]).
     pub async fn is_held(&self) -> Result<bool> {
-        self.is_held_by(self.owner()).await
+        match self.current_owner() {
+            Some(owner) => self.is_held_by(owner).await,
+            None => {
+                self.client.ensure_open()?;
+                Ok(false)
+            }
+        }
     }
 
     /// Whether `owner` of this client holds the lock (`HEXISTS`).
@@ -225,10 +250,21 @@ impl RLock {
             .await
     }
 
-    /// How many times this handle's owner holds the lock (0 when not held).
+    /// How many times the current owner ([`RLock::current_owner`]) holds the
+    /// lock: Redisson's `getHoldCount`. 0 when not held, and outside a scope
+    /// without an explicit owner.
     pub async fn hold_count(&self) -> Result<u32> {
         self.client.ensure_open()?;
-        let field = self.field_of(self.owner());
+        match self.current_owner() {
+            Some(owner) => self.hold_count_of(owner).await,
+            None => Ok(0),
+        }
+    }
+
+    /// How many times `owner` of this client holds the lock (`HGET`).
+    pub async fn hold_count_of(&self, owner: OwnerId) -> Result<u32> {
+        self.client.ensure_open()?;
+        let field = self.field_of(owner);
         let count: Option<i64> = self
             .query(self.client.redis.hget(&*self.name, field))
             .await?;

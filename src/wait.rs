@@ -31,7 +31,7 @@ pub(crate) async fn acquire(
     lease: Option<Duration>,
     patience: Patience,
 ) -> Result<Option<LockGuard>> {
-    let owner = lock.owner();
+    let owner = lock.acquiring_owner();
     let deadline = match patience {
         Patience::Once => {
             return match lock.acquire_once(owner, lease).await? {

@@ -51,7 +51,7 @@ async fn every_lock_operation_runs_under_the_minimal_acl() {
 
     // acquire, re-enter, renew (watchdog cycles), partial and full unlock
     let outer = lock.lock().await.unwrap();
-    let inner = lock.lock().await.unwrap();
+    let inner = outer.scope(lock.lock()).await.unwrap();
     let mut updates = a.watchdog_updates();
     within("two renewals", updates.wait_for(|s| s.renewed >= 2))
         .await

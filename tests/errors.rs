@@ -42,9 +42,13 @@ async fn a_key_of_another_type_is_wrongtype_and_left_intact() {
         Err(Error::WrongType { .. })
     ));
     assert!(matches!(lock.unlock().await, Err(Error::WrongType { .. })));
-    assert!(matches!(lock.is_held().await, Err(Error::WrongType { .. })));
+    let owner = OwnerId::unique();
     assert!(matches!(
-        lock.hold_count().await,
+        lock.is_held_by(owner).await,
+        Err(Error::WrongType { .. })
+    ));
+    assert!(matches!(
+        lock.with_owner(owner).hold_count().await,
         Err(Error::WrongType { .. })
     ));
     let value: String = raw.get("config:blob").await.unwrap();
@@ -116,7 +120,7 @@ async fn unlock_by_a_non_owner_or_twice_is_not_held_and_changes_nothing() {
 
     // Another owner in the same client, and another client.
     let err = lock
-        .with_owner(OwnerId::new(999_999))
+        .with_owner(OwnerId::new(999_999).unwrap())
         .unlock()
         .await
         .unwrap_err();
@@ -168,7 +172,7 @@ async fn a_shut_down_client_refuses_work_and_has_released_its_locks() {
     let client = client(&server, Duration::from_secs(30)).await;
     let lock = client.lock("closing").unwrap();
     let outer = lock.lock().await.unwrap();
-    let inner = lock.lock().await.unwrap();
+    let inner = outer.scope(lock.lock()).await.unwrap();
     let mut events = Observer::new(&server, &["redisson_lock__channel:{closing}"], &[]).await;
     client.shutdown().await;
     assert_eq!(raw.exists::<i64, _>("closing").await.unwrap(), 0);

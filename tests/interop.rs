@@ -81,7 +81,7 @@ async fn each_side_reads_the_others_holds() {
         let lock = rust.lock("seen").unwrap();
 
         let outer = lock.lock().await.unwrap();
-        let inner = lock.lock().await.unwrap();
+        let inner = outer.scope(lock.lock()).await.unwrap();
         assert_eq!(java.ok("isLocked seen").await, "true");
         assert_eq!(java.ok("isHeldByThread seen 1").await, "false");
         assert_eq!(java.ok("holdCount seen 1").await, "0");
@@ -123,12 +123,12 @@ async fn java_acquires_only_after_rusts_third_unlock() {
         let java = JavaPeer::start(profile, version, &server.url(), 30_000).await;
         let rust = client(&server, Duration::from_secs(30)).await;
         let lock = rust.lock("reentrant").unwrap();
-        let guards = vec![
-            lock.lock().await.unwrap(),
-            lock.lock().await.unwrap(),
-            lock.lock().await.unwrap(),
-        ];
-        assert_eq!(lock.hold_count().await.unwrap(), 3);
+        let first = lock.lock().await.unwrap();
+        let (second, third) = first
+            .scope(async { (lock.lock().await.unwrap(), lock.lock().await.unwrap()) })
+            .await;
+        assert_eq!(first.hold_count().await.unwrap(), 3);
+        let guards = vec![third, second, first];
         assert_eq!(java.ok("tryLock reentrant 1 0 -1").await, "false");
         let mut java_lock = java.send("lock reentrant 1 -1").await;
         await_subscribers(&server, "redisson_lock__channel:{reentrant}", 1).await;
@@ -315,4 +315,47 @@ async fn java_is_waiting(
         // with no event to await, so give it a moment.
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+#[tokio::test]
+async fn java_sees_one_field_per_owner_and_a_scoped_reentry_in_the_same_field() {
+    for (profile, version) in VERSIONS {
+        let server = RedisServer::start().await;
+        let java = JavaPeer::start(profile, version, &server.url(), 30_000).await;
+        let rust = client(&server, Duration::from_secs(30)).await;
+        let lock = rust.lock("owners").unwrap();
+
+        // Two acquisitions joined in one task are two owners: the second
+        // waits, and Java reads a different field once it holds.
+        let (first_seen, second_seen) = tokio::join!(
+            async {
+                let guard = lock.lock().await.unwrap();
+                // Re-entry in the holder's scope: the same field, count 2.
+                let again = guard.scope(lock.lock()).await.unwrap();
+                let seen = java.ok("fields owners").await;
+                again.unlock().await.unwrap();
+                guard.unlock().await.unwrap();
+                (guard_field(&seen), seen)
+            },
+            async {
+                let guard = lock.lock().await.unwrap();
+                let seen = java.ok("fields owners").await;
+                guard.unlock().await.unwrap();
+                seen
+            }
+        );
+        let (first_field, first_seen) = first_seen;
+        assert_eq!(first_seen, format!("{first_field}=2"), "{version}");
+        assert!(first_field.starts_with(rust.id()), "{version}");
+        let second_field = guard_field(&second_seen);
+        assert_eq!(second_seen, format!("{second_field}=1"), "{version}");
+        assert_ne!(first_field, second_field, "{version}: one field per owner");
+        assert_eq!(java.ok("fields owners").await, "", "{version}");
+        java.quit().await;
+    }
+}
+
+/// The field of a single-holder `fields` reply (`field=count`).
+fn guard_field(seen: &str) -> String {
+    seen.rsplit_once('=').expect("one holder").0.to_string()
 }

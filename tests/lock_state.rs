@@ -36,15 +36,18 @@ async fn acquire_reenter_partial_and_full_unlock_leave_redissons_state() {
     let pttl: i64 = raw.pttl("orders:42").await.unwrap();
     assert!((25_000..=30_000).contains(&pttl), "pttl {pttl}");
 
-    // Re-entry by the same owner: count 2, TTL reset to the lease.
+    // Re-entry by the same owner (inside the holder's scope): count 2, TTL
+    // reset to the lease.
     raw.pexpire::<(), _>("orders:42", 5_000, None)
         .await
         .unwrap();
-    let inner = lock.lock().await.unwrap();
+    let inner = outer.scope(lock.lock()).await.unwrap();
+    assert_eq!(inner.owner(), outer.owner());
     let count: String = raw.hget("orders:42", &field).await.unwrap();
     assert_eq!(count, "2");
     assert!(raw.pttl::<i64, _>("orders:42").await.unwrap() > 25_000);
-    assert_eq!(lock.hold_count().await.unwrap(), 2);
+    assert_eq!(inner.hold_count().await.unwrap(), 2);
+    assert_eq!(outer.scope(lock.hold_count()).await.unwrap(), 2);
 
     // Partial unlock: count 1, the latch is written then deleted, no message.
     assert_eq!(inner.unlock().await.unwrap(), Unlocked::StillHeld);
@@ -111,11 +114,11 @@ async fn queries_report_holder_count_and_ttl() {
 
     let guard = lock.lock_with_lease(Duration::from_secs(20)).await.unwrap();
     assert!(lock.is_locked().await.unwrap());
-    assert!(lock.is_held().await.unwrap());
-    assert!(!lock
-        .is_held_by(OwnerId::new(guard.owner().get() + 1))
-        .await
-        .unwrap());
+    // Held by the guard's owner, which is the current owner only in its scope.
+    assert!(guard.scope(lock.is_held()).await.unwrap());
+    assert!(lock.is_held_by(guard.owner()).await.unwrap());
+    assert!(!lock.is_held().await.unwrap());
+    assert!(!lock.is_held_by(OwnerId::unique()).await.unwrap());
     assert!(!guard.is_renewed());
     match lock.remaining_ttl().await.unwrap() {
         Ttl::Expires(ttl) => {
@@ -128,24 +131,33 @@ async fn queries_report_holder_count_and_ttl() {
 }
 
 #[tokio::test]
-async fn a_nested_lock_in_one_task_reenters_and_other_tasks_are_excluded() {
+async fn a_nested_lock_in_the_holders_scope_reenters_and_everyone_else_is_excluded() {
     let server = RedisServer::start().await;
+    let raw = server.raw().await;
     let client = client(&server, Duration::from_secs(30)).await;
     let lock = client.lock("nested").unwrap();
-    let (l1, l2) = (lock.clone(), lock.clone());
-    let holder = tokio::spawn(async move {
-        let a = l1.lock().await.unwrap();
-        let b = l1.lock().await.unwrap(); // same task: re-enters
-        let count = l1.hold_count().await.unwrap();
-        // Another task is another owner.
-        let other = tokio::spawn(async move { l2.try_lock().await.unwrap().is_some() })
+
+    /// A function that takes the lock itself, called by one that holds it.
+    async fn audit(lock: &redisson_lock::RLock) -> (u32, bool) {
+        let again = lock.lock().await.unwrap(); // re-enters in the caller's scope
+        let count = again.hold_count().await.unwrap();
+        // Another task, and a sibling future outside the scope, are other owners.
+        let l = lock.clone();
+        let other_task = tokio::spawn(async move { l.try_lock().await.unwrap().is_some() })
             .await
             .unwrap();
-        b.unlock().await.unwrap();
-        a.unlock().await.unwrap();
-        (count, other)
-    });
-    assert_eq!(holder.await.unwrap(), (2, false));
+        again.unlock().await.unwrap();
+        (count, other_task)
+    }
+
+    let outer = lock.lock().await.unwrap();
+    let sibling = async { lock.try_lock().await.unwrap().is_some() };
+    let ((count, other_task), sibling) = tokio::join!(outer.scope(audit(&lock)), sibling);
+    assert_eq!((count, other_task, sibling), (2, false, false));
+    let field = outer.field();
+    let left: String = raw.hget("nested", &field).await.unwrap();
+    assert_eq!(left, "1");
+    outer.unlock().await.unwrap();
     assert!(!lock.is_locked().await.unwrap());
 }
 
@@ -154,7 +166,10 @@ async fn an_explicit_owner_can_lock_in_one_task_and_unlock_in_another() {
     let server = RedisServer::start().await;
     let raw = server.raw().await;
     let client = client(&server, Duration::from_secs(30)).await;
-    let lock = client.lock("handover").unwrap().with_owner(OwnerId::new(7));
+    let lock = client
+        .lock("handover")
+        .unwrap()
+        .with_owner(OwnerId::new(7).unwrap());
     let l = lock.clone();
     let guard = tokio::spawn(async move { l.lock().await.unwrap() })
         .await
@@ -209,7 +224,7 @@ async fn an_unlock_whose_caller_stops_waiting_is_finished_once() {
     // Warm the script cache so the unlock runs on its first send.
     lock.lock().await.unwrap().unlock().await.unwrap();
     let outer = lock.lock().await.unwrap();
-    let inner = lock.lock().await.unwrap();
+    let inner = outer.scope(lock.lock()).await.unwrap();
     let field = inner.field();
 
     // The partial unlock runs on Redis (2 -> 1) but its reply is held back,
@@ -259,7 +274,11 @@ async fn a_reacquire_right_after_a_draining_unlock_keeps_its_hold() {
     let server = RedisServer::start().await;
     let raw = server.raw().await;
     let client = client(&server, Duration::from_secs(30)).await;
-    let lock = client.lock("orphan2").unwrap();
+    // One owner for both acquisitions.
+    let lock = client
+        .lock("orphan2")
+        .unwrap()
+        .with_owner(OwnerId::unique());
     let guard = lock.lock().await.unwrap();
     let field = guard.field();
     let _: i64 = raw.hincrby("orphan2", &field, 2).await.unwrap();

@@ -295,6 +295,19 @@ public final class InteropPeer {
                 String v = map.get(clientId + ":" + tid);
                 return v == null ? "0" : v;
             }
+            case "fields": {
+                need(p, 1, "fields NAME");
+                // Every field of the lock hash and its hold count, as Redisson reads
+                // them: "field=count" pairs, sorted, comma-separated.
+                RMap<String, String> map = redisson.getMap(p[2], StringCodec.INSTANCE);
+                java.util.TreeMap<String, String> sorted = new java.util.TreeMap<>(map.readAllMap());
+                StringBuilder out = new StringBuilder();
+                for (java.util.Map.Entry<String, String> e : sorted.entrySet()) {
+                    if (out.length() > 0) out.append(',');
+                    out.append(e.getKey()).append('=').append(e.getValue());
+                }
+                return out.toString();
+            }
             case "remainTimeToLive": {
                 need(p, 1, "remainTimeToLive NAME");
                 return String.valueOf(redisson.getLock(p[2]).remainTimeToLive());

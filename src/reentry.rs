@@ -1,0 +1,97 @@
+//! Scoped re-entry: the holds a flow of work is inside of.
+//!
+//! A [`crate::LockGuard::scope`] runs a future with a task-local record of
+//! (client, lock name, owner). An acquisition of the same lock through the
+//! same client inside that future re-enters with that owner (the hold count
+//! goes up, as a nested `lock()` in one Java thread does); anywhere else an
+//! acquisition gets an owner of its own. Task-locals follow the future they
+//! wrap, not the task, so two futures joined in one task see only their own
+//! scopes, and a task spawned inside a scope starts outside it.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use crate::OwnerId;
+
+/// One enclosing hold.
+#[derive(Clone)]
+struct Entered {
+    client_id: Arc<str>,
+    name: Arc<str>,
+    owner: OwnerId,
+}
+
+tokio::task_local! {
+    /// The holds the current future runs inside of, innermost last.
+    static ENTERED: Arc<Vec<Entered>>;
+}
+
+/// The owner to re-enter with, if the current future runs inside a scope of
+/// lock `name` of client `client_id`.
+pub(crate) fn owner_in_scope(client_id: &str, name: &str) -> Option<OwnerId> {
+    ENTERED
+        .try_with(|entered| {
+            entered
+                .iter()
+                .rev()
+                .find(|e| &*e.client_id == client_id && &*e.name == name)
+                .map(|e| e.owner)
+        })
+        .ok()
+        .flatten()
+}
+
+/// Runs `work` inside a scope of (`client_id`, `name`, `owner`), nested in
+/// whatever scopes the caller is already inside of.
+pub(crate) fn enter<F: Future>(
+    client_id: Arc<str>,
+    name: Arc<str>,
+    owner: OwnerId,
+    work: F,
+) -> impl Future<Output = F::Output> {
+    let mut entered: Vec<Entered> = ENTERED
+        .try_with(|entered| entered.to_vec())
+        .unwrap_or_default();
+    entered.push(Entered {
+        client_id,
+        name,
+        owner,
+    });
+    ENTERED.scope(Arc::new(entered), work)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn scopes_nest_and_stay_with_their_future() {
+        let owner = OwnerId::new(5).unwrap();
+        assert_eq!(owner_in_scope("c", "a"), None);
+        enter("c".into(), "a".into(), owner, async {
+            assert_eq!(owner_in_scope("c", "a"), Some(owner));
+            assert_eq!(owner_in_scope("other-client", "a"), None);
+            let inner = OwnerId::new(6).unwrap();
+            enter("c".into(), "b".into(), inner, async {
+                assert_eq!(owner_in_scope("c", "a"), Some(owner));
+                assert_eq!(owner_in_scope("c", "b"), Some(inner));
+            })
+            .await;
+            assert_eq!(owner_in_scope("c", "b"), None);
+            // A spawned task starts outside every scope.
+            let spawned = tokio::spawn(async { owner_in_scope("c", "a") });
+            assert_eq!(spawned.await.unwrap(), None);
+        })
+        .await;
+        // A sibling future joined with a scoped one sees no scope.
+        let scoped = enter("c".into(), "a".into(), owner, async {
+            tokio::task::yield_now().await;
+            owner_in_scope("c", "a")
+        });
+        let sibling = async {
+            tokio::task::yield_now().await;
+            owner_in_scope("c", "a")
+        };
+        assert_eq!(tokio::join!(scoped, sibling), (Some(owner), None));
+    }
+}

@@ -72,6 +72,9 @@ pub fn free_port() -> u16 {
 pub struct RedisServer {
     pub port: u16,
     child: Option<Child>,
+    /// Its own working directory: replication and cluster files stay out of
+    /// the source tree.
+    dir: topology::Scratch,
     /// A config file given before the flags (sentinels need one they can rewrite).
     config_file: Option<std::path::PathBuf>,
     extra: Vec<String>,
@@ -97,6 +100,7 @@ impl RedisServer {
         let mut server = RedisServer {
             port,
             child: None,
+            dir: topology::Scratch::new("server"),
             config_file,
             extra: extra.iter().map(|s| s.to_string()).collect(),
         };
@@ -139,6 +143,8 @@ impl RedisServer {
             "no",
             "--loglevel",
             "notice",
+            "--dir",
+            self.dir.0.to_str().unwrap(),
         ])
         .args(&self.extra)
         .stdout(Stdio::piped())
@@ -307,42 +313,64 @@ impl Observer {
     }
 }
 
-/// A TCP proxy in front of a server. `drop_next_reply()` makes it forward the
-/// next request, then close both sides instead of forwarding the reply, as a
-/// network failure between a write and its answer would.
+/// A TCP proxy in front of a server, for faults between a client and Redis.
+///
+/// * `drop_next_reply()`: forward the next request, then close both sides
+///   instead of forwarding its reply, as a network failure between a write
+///   and its answer would. `drop_next_request()`: swallow the next request
+///   and close, so it never reaches the server.
+/// * `stall_replies()` / `resume_replies()`: hold back every reply (requests
+///   still go through).
+/// * `delay_next_reply(d)`: forward the next reply `d` late.
+/// * Per connection, in accept order: `reset(i)` closes it (the client
+///   reconnects through the proxy), `delay_next_reply_on(i, d)` delays its
+///   next reply, `connections()` counts them.
 pub struct Proxy {
     pub port: u16,
-    drop_reply: Arc<AtomicBool>,
-    dropped: Arc<parking_lot::Mutex<Vec<String>>>,
+    state: Arc<ProxyState>,
+}
+
+#[derive(Default)]
+struct ProxyState {
+    drop_reply: AtomicBool,
+    drop_request: AtomicBool,
+    dropped: parking_lot::Mutex<Vec<String>>,
+    delay_next: parking_lot::Mutex<Option<Duration>>,
     stalled: tokio::sync::watch::Sender<bool>,
+    /// One per accepted connection.
+    connections: parking_lot::Mutex<Vec<Arc<Connection>>>,
+}
+
+#[derive(Default)]
+struct Connection {
+    reset: tokio::sync::Notify,
+    delay_next: parking_lot::Mutex<Option<Duration>>,
 }
 
 impl Proxy {
     pub async fn start(upstream: u16) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let drop_reply = Arc::new(AtomicBool::new(false));
-        let dropped = Arc::new(parking_lot::Mutex::new(vec![]));
-        let (flag, log) = (drop_reply.clone(), dropped.clone());
-        let stalled = tokio::sync::watch::Sender::new(false);
-        let stall = stalled.subscribe();
+        let state = Arc::new(ProxyState::default());
+        let shared = state.clone();
         tokio::spawn(async move {
             while let Ok((inbound, _)) = listener.accept().await {
-                let (flag, log, stall) = (flag.clone(), log.clone(), stall.clone());
+                let connection = Arc::new(Connection::default());
+                shared.connections.lock().push(connection.clone());
+                let state = shared.clone();
                 tokio::spawn(async move {
                     let Ok(outbound) = TcpStream::connect(("127.0.0.1", upstream)).await else {
                         return;
                     };
-                    pump(inbound, outbound, flag, log, stall).await;
+                    tokio::select! {
+                        _ = pump(inbound, outbound, &state, &connection) => {}
+                        // Dropping the streams closes both sides.
+                        _ = connection.reset.notified() => {}
+                    }
                 });
             }
         });
-        Proxy {
-            port,
-            drop_reply,
-            dropped,
-            stalled,
-        }
+        Proxy { port, state }
     }
 
     pub fn url(&self) -> String {
@@ -350,70 +378,141 @@ impl Proxy {
     }
 
     pub fn drop_next_reply(&self) {
-        self.drop_reply.store(true, Ordering::SeqCst);
+        self.state.drop_reply.store(true, Ordering::SeqCst);
+    }
+
+    pub fn drop_next_request(&self) {
+        self.state.drop_request.store(true, Ordering::SeqCst);
     }
 
     /// Holds back every reply from the server (requests still go through)
     /// until `resume_replies`.
     pub fn stall_replies(&self) {
-        self.stalled.send_replace(true);
+        self.state.stalled.send_replace(true);
     }
 
     pub fn resume_replies(&self) {
-        self.stalled.send_replace(false);
+        self.state.stalled.send_replace(false);
     }
 
-    /// The replies swallowed so far, as text.
+    /// Forwards the next reply `delay` after it arrives.
+    pub fn delay_next_reply(&self, delay: Duration) {
+        *self.state.delay_next.lock() = Some(delay);
+    }
+
+    /// The replies (or requests) swallowed so far, as text.
     pub fn dropped(&self) -> Vec<String> {
-        self.dropped.lock().clone()
+        self.state.dropped.lock().clone()
+    }
+
+    /// Connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.state.connections.lock().len()
+    }
+
+    /// Closes the `i`-th accepted connection.
+    pub fn reset(&self, i: usize) {
+        self.state.connections.lock()[i].reset.notify_one();
+    }
+
+    /// Forwards the next reply on the `i`-th accepted connection `delay`
+    /// after it arrives.
+    pub fn delay_next_reply_on(&self, i: usize, delay: Duration) {
+        *self.state.connections.lock()[i].delay_next.lock() = Some(delay);
     }
 }
 
 async fn pump(
     inbound: TcpStream,
     outbound: TcpStream,
-    drop_reply: Arc<AtomicBool>,
-    dropped: Arc<parking_lot::Mutex<Vec<String>>>,
-    mut stall: tokio::sync::watch::Receiver<bool>,
+    state: &ProxyState,
+    connection: &Connection,
 ) {
     let (mut in_r, mut in_w) = inbound.into_split();
     let (mut out_r, mut out_w) = outbound.into_split();
-    let upstream = tokio::spawn(async move {
+    let requests = async {
         let mut buf = vec![0u8; 64 * 1024];
         loop {
             match in_r.read(&mut buf).await {
                 Ok(0) | Err(_) => return,
                 Ok(n) => {
+                    if state.drop_request.swap(false, Ordering::SeqCst) {
+                        state
+                            .dropped
+                            .lock()
+                            .push(String::from_utf8_lossy(&buf[..n]).into_owned());
+                        // The server never sees it.
+                        return;
+                    }
                     if out_w.write_all(&buf[..n]).await.is_err() {
                         return;
                     }
                 }
             }
         }
-    });
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match out_r.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                if stall.wait_for(|stalled| !stalled).await.is_err() {
-                    break;
-                }
-                if drop_reply.swap(false, Ordering::SeqCst) {
-                    dropped
-                        .lock()
-                        .push(String::from_utf8_lossy(&buf[..n]).into_owned());
-                    // The server has executed the request; the client never hears.
-                    break;
-                }
-                if in_w.write_all(&buf[..n]).await.is_err() {
-                    break;
+    };
+    let replies = async {
+        let mut stall = state.stalled.subscribe();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match out_r.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => {
+                    if stall.wait_for(|stalled| !stalled).await.is_err() {
+                        return;
+                    }
+                    let delay = state.delay_next.lock().take();
+                    let delay = delay.or_else(|| connection.delay_next.lock().take());
+                    if let Some(delay) = delay {
+                        tokio::time::sleep(delay).await;
+                    }
+                    if state.drop_reply.swap(false, Ordering::SeqCst) {
+                        state
+                            .dropped
+                            .lock()
+                            .push(String::from_utf8_lossy(&buf[..n]).into_owned());
+                        // The server has executed the request; the client never hears.
+                        return;
+                    }
+                    if in_w.write_all(&buf[..n]).await.is_err() {
+                        return;
+                    }
                 }
             }
         }
+    };
+    // Whichever direction ends first closes the connection.
+    tokio::select! {
+        _ = requests => {}
+        _ = replies => {}
     }
-    upstream.abort();
-    let _ = in_w.shutdown().await;
+}
+
+/// Runs one lock and unlock on `client`, and waits until the unlock's latch
+/// is deleted, so that Redis has the scripts cached and no reply of this
+/// client is still on its way: the next request the client sends is the
+/// caller's. Turns keyspace events on to see the deletion.
+pub async fn warm_up(server: &RedisServer, client: &RedissonClient) {
+    let raw = server.raw().await;
+    let _: Value = raw
+        .custom(
+            fred::types::CustomCommand::new_static(
+                "CONFIG",
+                fred::types::ClusterHash::Random,
+                false,
+            ),
+            vec!["SET", "notify-keyspace-events", "Eg"],
+        )
+        .await
+        .unwrap();
+    let mut deletions = Observer::new(server, &["__keyevent@0__:del"], &[]).await;
+    let warm = client.lock("warm-up").unwrap();
+    warm.lock().await.unwrap().unlock().await.unwrap();
+    deletions
+        .until(|(_, key)| key.starts_with("redisson_unlock_latch:{warm-up}:"))
+        .await;
+    // The DEL's reply comes back before this one on the same connection.
+    let _: Value = client.redis().ping(None).await.unwrap();
 }
 
 /// INFO commandstats calls of one command (lowercase name), 0 if never called.

@@ -556,9 +556,17 @@ impl Sentinel {
         let primary = self.primary_port().await;
         until("sentinel deployment healthy", || async {
             let c = node_client(primary).await;
+            // Connected is not enough: a replica waiting for its first sync
+            // counts as connected but acknowledges nothing.
             let linked = info_field(&c, "replication", "connected_slaves").await;
+            let online = [
+                info_field(&c, "replication", "slave0").await,
+                info_field(&c, "replication", "slave1").await,
+            ]
+            .iter()
+            .all(|s| s.as_deref().is_some_and(|s| s.contains("state=online")));
             let _ = c.quit().await;
-            if linked.as_deref() != Some("2") {
+            if linked.as_deref() != Some("2") || !online {
                 return false;
             }
             for s in &self.sentinels {

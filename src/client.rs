@@ -1,6 +1,5 @@
 //! [`RedissonClient`]: connections, client id, watchdog and subscriptions.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,6 +13,7 @@ use crate::config::{Config, ShardedSubscriptionMode};
 use crate::error::{Error, Result};
 use crate::hold::Holds;
 use crate::latch::LatchSweeper;
+use crate::lifecycle::Lifecycle;
 use crate::naming;
 use crate::pubsub::Subscriptions;
 use crate::replica_sync::{ReplicaSync, Synced};
@@ -57,17 +57,18 @@ pub(crate) struct ClientInner {
     pub(crate) subscriptions: Arc<Subscriptions>,
     pub(crate) holds: Holds,
     pub(crate) latches: LatchSweeper,
-    pub(crate) cluster: bool,
+    /// Multi-key commands must stay within one hash slot: a Redis Cluster, or
+    /// a cluster behind a single proxy address (found by a probe at connect).
+    pub(crate) slot_grouped: bool,
     /// `PUBLISH` or `SPUBLISH`, passed to the scripts.
     pub(crate) publish_command: &'static str,
     pub(crate) stats: watch::Sender<WatchdogStats>,
-    shutdown: watch::Sender<bool>,
-    closed: AtomicBool,
+    pub(crate) lifecycle: Arc<Lifecycle>,
 }
 
 impl ClientInner {
     pub(crate) fn ensure_open(&self) -> Result<()> {
-        if self.closed.load(Ordering::Acquire) {
+        if self.lifecycle.is_closing() {
             Err(Error::Shutdown)
         } else {
             Ok(())
@@ -105,7 +106,7 @@ impl ClientInner {
 
 impl Drop for ClientInner {
     fn drop(&mut self) {
-        self.shutdown.send_replace(true);
+        self.lifecycle.stop();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let mut clients = vec![self.redis.clone()];
             clients.extend(self.writers.iter().cloned());
@@ -125,26 +126,34 @@ impl RedissonClient {
         config.validate()?;
         let fred_config = config.to_fred_config()?;
         let cluster = matches!(fred_config.server, ServerConfig::Clustered { .. });
+        let centralized = matches!(fred_config.server, ServerConfig::Centralized { .. });
         // Redisson waits for replicas on every deployment but a single server.
-        let replicated = !matches!(fred_config.server, ServerConfig::Centralized { .. });
+        let replicated = !centralized;
 
         // Single server: this connection carries the lock scripts too, so it
         // never re-sends. Replicated: scripts have their own connections and
         // this one only reads and deletes latches, which may follow a MOVED.
         let redis = builder(&config, fred_config.clone(), if replicated { 3 } else { 1 })
             .build()
-            .map_err(|e| Error::Config(e.details().to_string()))?;
+            .map_err(|e| config_error(&config, &e))?;
         let writers = if replicated {
             (0..config.master_connection_pool_size)
                 .map(|_| builder(&config, fred_config.clone(), 1).build())
                 .collect::<std::result::Result<Vec<_>, _>>()
-                .map_err(|e| Error::Config(e.details().to_string()))?
+                .map_err(|e| config_error(&config, &e))?
         } else {
             vec![redis.clone()]
         };
         let subscriber = builder(&config, fred_config, 3)
             .build_subscriber_client()
-            .map_err(|e| Error::Config(e.details().to_string()))?;
+            .map_err(|e| config_error(&config, &e))?;
+        let quit_all = || async {
+            let _ = redis.quit().await;
+            for writer in &writers {
+                let _ = writer.quit().await;
+            }
+            let _ = subscriber.quit().await;
+        };
         let limit = config.connect_timeout + config.timeout;
         let mut commands: Vec<&Client> = vec![&redis];
         if replicated {
@@ -156,36 +165,39 @@ impl RedissonClient {
             outcome = init(&subscriber, limit).await;
         }
         if let Err(e) = outcome {
-            let _ = redis.quit().await;
-            for writer in &writers {
-                let _ = writer.quit().await;
-            }
-            let _ = subscriber.quit().await;
-            return Err(e.connecting_to(&config.address));
+            quit_all().await;
+            return Err(e.connecting_to(&naming::redact_url(&config.address)));
         }
 
-        let sharded = match config.sharded_subscription_mode {
-            ShardedSubscriptionMode::On => true,
-            ShardedSubscriptionMode::Off => false,
-            ShardedSubscriptionMode::Auto if cluster => {
-                match supports_sharded_pubsub(&redis, config.timeout).await {
-                    Ok(sharded) => sharded,
-                    Err(e) => {
-                        let _ = redis.quit().await;
-                        for writer in &writers {
-                            let _ = writer.quit().await;
+        // Redisson decides the pub/sub flavour only on a cluster: a single
+        // server or Sentinel always uses classic PUBLISH / SUBSCRIBE, whatever
+        // the setting says, and so must we or JVM waiters would never hear us.
+        let sharded = cluster
+            && match config.sharded_subscription_mode {
+                ShardedSubscriptionMode::On => true,
+                ShardedSubscriptionMode::Off => false,
+                ShardedSubscriptionMode::Auto => {
+                    match supports_sharded_pubsub(&redis, config.timeout).await {
+                        Ok(sharded) => sharded,
+                        Err(e) => {
+                            quit_all().await;
+                            return Err(e);
                         }
-                        let _ = subscriber.quit().await;
-                        return Err(e);
                     }
                 }
-            }
-            ShardedSubscriptionMode::Auto => false,
-        };
-        let (shutdown, shutdown_rx) = watch::channel(false);
-        let subscriptions =
-            Subscriptions::start(subscriber, sharded, config.timeout, shutdown_rx.clone());
-        let latches = LatchSweeper::start(redis.clone(), cluster);
+            };
+        let slot_grouped = cluster
+            || (centralized
+                && match rejects_cross_slot_scripts(&redis, config.timeout).await {
+                    Ok(proxied) => proxied,
+                    Err(e) => {
+                        quit_all().await;
+                        return Err(e);
+                    }
+                });
+        let lifecycle = Lifecycle::new();
+        let subscriptions = Subscriptions::start(subscriber, sharded, &config, &lifecycle);
+        let latches = LatchSweeper::start(redis.clone(), slot_grouped);
         let inner = Arc::new(ClientInner {
             id: uuid::Uuid::new_v4().to_string().into(),
             replica_sync: ReplicaSync::new(&config, replicated),
@@ -195,13 +207,12 @@ impl RedissonClient {
             subscriptions,
             holds: Holds::default(),
             latches,
-            cluster,
+            slot_grouped,
             publish_command: if sharded { "SPUBLISH" } else { "PUBLISH" },
             stats: watch::Sender::new(WatchdogStats::default()),
-            shutdown,
-            closed: AtomicBool::new(false),
+            lifecycle: lifecycle.clone(),
         });
-        tokio::spawn(watchdog::run(Arc::downgrade(&inner), shutdown_rx));
+        tokio::spawn(watchdog::run(Arc::downgrade(&inner), lifecycle.stopped()));
         Ok(RedissonClient { inner })
     }
 
@@ -223,9 +234,17 @@ impl RedissonClient {
 
     /// A handle on the lock `name` (Redisson's `getLock`). Nothing is sent to
     /// Redis; the name is checked.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for an empty name, and on a cluster for a
+    /// name whose `{` makes its channel land in another slot than the lock
+    /// (`a{`, `job{}`: Redisson accepts those, and they work on a single
+    /// server or Sentinel, but a cluster refuses their scripts with
+    /// `CROSSSLOT`); [`Error::Shutdown`] after [`RedissonClient::shutdown`].
     pub fn lock(&self, name: &str) -> Result<RLock> {
         self.inner.ensure_open()?;
-        naming::validate_lock_name(name)?;
+        naming::validate_lock_name(name, self.inner.slot_grouped)?;
         Ok(RLock::new(self.inner.clone(), name))
     }
 
@@ -256,28 +275,60 @@ impl RedissonClient {
         &self.inner.redis
     }
 
-    /// Stops the watchdog, releases every lock this client still holds
-    /// (waking their waiters) and closes the connections. Later calls on any
-    /// clone fail with [`Error::Shutdown`]. Calling it twice is harmless.
+    /// Shuts the client down:
+    ///
+    /// 1. every waiting acquire returns [`Error::Shutdown`] at once, and no
+    ///    new operation starts;
+    /// 2. operations already running, and the background settlement of
+    ///    abandoned ones (a dropped acquire whose script ran, say), are
+    ///    waited for, at most about one unlock's retry budget;
+    /// 3. every lock this client still holds is released (waking its
+    ///    waiters, Java or Rust), and its guards report it lost;
+    /// 4. the watchdog stops and the connections close.
+    ///
+    /// Later calls on any clone fail with [`Error::Shutdown`]. Calling it
+    /// twice is harmless.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future part-way leaves the client closing: new work is
+    /// refused, the background tasks run until the last clone is dropped,
+    /// and locks not yet released expire with their lease.
     pub async fn shutdown(&self) {
-        if self.inner.closed.swap(true, Ordering::AcqRel) {
+        let inner = &self.inner;
+        if !inner.lifecycle.begin_closing() {
             return;
         }
-        self.inner.shutdown.send_replace(true);
-        for hold in self.inner.holds.all() {
-            let lock = RLock::new(self.inner.clone(), &hold.name);
+        if !inner.lifecycle.until_idle(inner.settle_budget()).await {
+            tracing::warn!("shutdown: operations still running after the settle budget; going on");
+        }
+        for hold in inner.holds.all() {
+            let lock = RLock::new(inner.clone(), &hold.name);
             while hold.count() > 0 && !hold.is_retired() {
                 let watchdog = hold.next_release_is_watchdog();
                 if lock.release(&hold, watchdog).await.is_err() {
                     break;
                 }
             }
+            // Guards still around hold nothing any more.
+            hold.lease.mark_gone();
         }
-        self.inner.subscriptions.quit().await;
-        let _ = self.inner.redis.quit().await;
-        for writer in &self.inner.writers {
+        inner.lifecycle.stop();
+        inner.subscriptions.quit().await;
+        let _ = inner.redis.quit().await;
+        for writer in &inner.writers {
             let _ = writer.quit().await;
         }
+    }
+}
+
+impl ClientInner {
+    /// How long shutdown waits for operations in flight: an unlock's whole
+    /// retry budget (its latch lifetime) plus one more command.
+    pub(crate) fn settle_budget(&self) -> Duration {
+        let c = &self.config;
+        let per_attempt = c.timeout + self.replica_sync.extra_time() + c.retry_delay;
+        per_attempt * c.retry_attempts.max(1) + c.timeout
     }
 }
 
@@ -285,7 +336,7 @@ impl std::fmt::Debug for RedissonClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedissonClient")
             .field("id", &self.inner.id)
-            .field("address", &self.inner.config.address)
+            .field("address", &naming::redact_url(&self.inner.config.address))
             .finish()
     }
 }
@@ -316,6 +367,11 @@ fn builder(config: &Config, fred_config: FredConfig, attempts: u32) -> Builder {
     builder
 }
 
+/// A fred builder error, with any password in the address hidden.
+fn config_error(config: &Config, e: &fred::error::Error) -> Error {
+    Error::Config(naming::redact(e.details(), &config.address))
+}
+
 async fn init<C: ClientLike>(client: &C, limit: Duration) -> Result<()> {
     match tokio::time::timeout(limit, client.init()).await {
         Ok(Ok(_)) => Ok(()),
@@ -337,6 +393,33 @@ async fn supports_sharded_pubsub(redis: &Client, timeout: Duration) -> Result<bo
     {
         Ok(_) => Ok(true),
         Err(Error::Redis(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether the server refuses a script whose keys lie in different hash
+/// slots: a Redis Cluster behind one proxy address, which fred sees as a
+/// single server (Redisson 4's probe). The keys match the ACL patterns the
+/// crate needs anyway, and the script touches none of them.
+async fn rejects_cross_slot_scripts(redis: &Client, timeout: Duration) -> Result<bool> {
+    let probe = CustomCommand::new_static("EVAL", ClusterHash::Random, false);
+    let keys = naming::CROSS_SLOT_PROBE;
+    let args: Vec<Value> = vec!["return 0".into(), 2.into(), keys[0].into(), keys[1].into()];
+    match redis
+        .custom::<Value, Value>(probe, args)
+        .await
+        .map_err(|e| Error::from_redis(&e, timeout))
+    {
+        Ok(_) => Ok(false),
+        Err(Error::Redis(msg)) if msg.starts_with("CROSSSLOT") => {
+            tracing::info!("the server refuses cross-slot scripts (a cluster behind a proxy?); grouping multi-key commands by slot");
+            Ok(true)
+        }
+        // Any other refusal (an ACL, say) tells nothing: assume a plain server.
+        Err(Error::Redis(msg)) => {
+            tracing::debug!(reply = %msg, "cross-slot probe refused");
+            Ok(false)
+        }
         Err(e) => Err(e),
     }
 }

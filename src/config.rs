@@ -93,6 +93,11 @@ pub struct Config {
     /// How long to wait for a TCP (and TLS) connection. Redisson default: 10 s.
     #[serde(with = "millis")]
     pub connect_timeout: Duration,
+    /// How long a waiting `lock()` may take to subscribe to the lock's
+    /// channel before it fails with [`Error::Timeout`]. A `try_lock_for(d)`
+    /// gives its subscription the rest of `d` instead. Redisson default: 7.5 s.
+    #[serde(with = "millis")]
+    pub subscription_timeout: Duration,
     /// Attempts for an unlock whose reply was lost (replayed safely through the
     /// unlock latch). Redisson default: 4.
     pub retry_attempts: u32,
@@ -134,7 +139,7 @@ pub struct Config {
 impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Config")
-            .field("address", &self.address)
+            .field("address", &crate::naming::redact_url(&self.address))
             .field("username", &self.username)
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
             .field("database", &self.database)
@@ -143,6 +148,7 @@ impl std::fmt::Debug for Config {
             .field("lock_watchdog_batch_size", &self.lock_watchdog_batch_size)
             .field("timeout", &self.timeout)
             .field("connect_timeout", &self.connect_timeout)
+            .field("subscription_timeout", &self.subscription_timeout)
             .field("retry_attempts", &self.retry_attempts)
             .field("retry_delay", &self.retry_delay)
             .field("reconnect", &self.reconnect)
@@ -170,6 +176,7 @@ impl Default for Config {
             lock_watchdog_batch_size: 100,
             timeout: Duration::from_secs(3),
             connect_timeout: Duration::from_secs(10),
+            subscription_timeout: Duration::from_millis(7_500),
             retry_attempts: 4,
             retry_delay: Duration::from_secs(1),
             reconnect: true,
@@ -204,8 +211,11 @@ impl Config {
     /// assert!(matches!(fred.server, fred::types::config::ServerConfig::Clustered { .. }));
     /// ```
     pub fn to_fred_config(&self) -> Result<fred::types::config::Config> {
-        let mut fred = fred::types::config::Config::from_url(&self.address)
-            .map_err(|e| Error::Config(format!("{}: {}", self.address, e.details())))?;
+        let mut fred = fred::types::config::Config::from_url(&self.address).map_err(|e| {
+            let redacted = crate::naming::redact_url(&self.address);
+            let details = crate::naming::redact(e.details(), &self.address);
+            Error::Config(format!("{redacted}: {details}"))
+        })?;
         if self.username.is_some() {
             fred.username = self.username.clone();
         }
@@ -219,7 +229,7 @@ impl Config {
             let Some(tls) = fred.tls.as_mut() else {
                 return Err(Error::Config(format!(
                     "tlsCaFile is set but {} is not a TLS address (rediss://...)",
-                    self.address
+                    crate::naming::redact_url(&self.address)
                 )));
             };
             tls.connector = crate::tls::connector_trusting(ca)?;
@@ -251,6 +261,7 @@ impl Config {
         for (what, value) in [
             ("timeout", self.timeout),
             ("connectTimeout", self.connect_timeout),
+            ("subscriptionTimeout", self.subscription_timeout),
         ] {
             if value.is_zero() || value > MAX_LEASE {
                 return Err(Error::Config(format!(

@@ -86,6 +86,9 @@ pub enum Error {
     Shutdown,
 }
 
+/// fred's error when a command met a redirect it was not allowed to follow.
+const REDIRECTED: &str = "Too many redirections";
+
 /// Shorthand for `Result<T, redisson_lock::Error>`.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -97,6 +100,9 @@ impl Error {
         let details = err.details().to_string();
         match err.kind() {
             ErrorKind::Timeout => Error::Timeout(timeout),
+            // A MOVED/ASK refused under `max_redirections = 0`: the node did not
+            // run the command (see `was_redirected`).
+            ErrorKind::Routing if details.starts_with(REDIRECTED) => Error::Connection(details),
             // Routing: fred found no connection to send it on (the server is down).
             ErrorKind::IO | ErrorKind::Canceled | ErrorKind::Backpressure | ErrorKind::Routing => {
                 Error::Connection(details)
@@ -106,11 +112,10 @@ impl Error {
             // fred 10 reports "no connection to write to" as Unknown with this
             // text (router/commands.rs); it is a connection failure.
             _ if details.starts_with("Failed to route command") => Error::Connection(details),
-            // With one attempt allowed, fred gives up on a MOVED/ASK
-            // redirect (the command did not run) and on a re-send after a
-            // lost connection (it may have): either way, resolve by reading.
+            // With one attempt allowed, fred gives up on a re-send after a
+            // lost connection: the command may have run.
             _ if details.starts_with("Too many failed write attempts") => {
-                Error::Connection(format!("{details} (redirected or connection lost)"))
+                Error::Connection(format!("{details} (connection lost)"))
             }
             _ if details.contains("NOAUTH") || details.contains("WRONGPASS") => {
                 Error::Auth(details)
@@ -150,11 +155,11 @@ impl Error {
         matches!(self, Error::Timeout(_) | Error::Connection(_))
     }
 
-    /// True when fred gave up on a command it was redirected with (`MOVED`
-    /// or `ASK` under a single allowed attempt): the server refused it, so
-    /// it did not run there.
+    /// True when the server answered `MOVED` or `ASK` and fred, allowed no
+    /// redirection (scripts are sent that way), gave up: the node refused
+    /// the command, so it did not run.
     pub(crate) fn was_redirected(&self) -> bool {
-        matches!(self, Error::Connection(msg) if msg.starts_with("Too many failed write attempts"))
+        matches!(self, Error::Connection(msg) if msg.starts_with(REDIRECTED))
     }
 
     /// True for a `WRONGTYPE` reply.

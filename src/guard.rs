@@ -156,13 +156,23 @@ impl Drop for LockGuard {
         if self.released {
             return;
         }
+        if self.hold.is_retired() {
+            // Nothing left to release (the client's shutdown released it).
+            return;
+        }
         let (lock, hold, watchdog) = (self.lock.clone(), self.hold.clone(), self.watchdog);
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
+                // Counted before the spawn, so a shutdown waits for it.
+                let busy = lock.client.lifecycle.track();
                 runtime.spawn(async move {
-                    if let Err(e) = lock.release(&hold, watchdog).await {
-                        tracing::warn!(lock = %hold.name, error = %e, "background unlock of a dropped guard failed");
+                    match lock.release(&hold, watchdog).await {
+                        Ok(_) | Err(crate::Error::LockLost { .. } | crate::Error::Shutdown) => {}
+                        Err(e) => {
+                            tracing::warn!(lock = %hold.name, error = %e, "background unlock of a dropped guard failed")
+                        }
                     }
+                    drop(busy);
                 });
             }
             // No runtime to talk to Redis: stop renewing so the lease expires.

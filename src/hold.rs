@@ -106,6 +106,15 @@ impl Hold {
     }
 }
 
+/// Whether a new acquire may use a hold.
+pub(crate) enum Admit {
+    Yes,
+    /// Retired: take a fresh entry from the table.
+    Retired,
+    /// Lost while still held: re-entry is refused with `LockLost`.
+    Lost,
+}
+
 type HoldKey = (Arc<str>, OwnerId);
 
 /// All holds of one client.
@@ -134,17 +143,21 @@ impl Holds {
     }
 
     /// With the hold's `ops` lock taken: whether a new acquire may use it.
-    /// A retired hold may not (get a new entry); a lost one is retired first,
-    /// so that a new acquisition starts with a fresh lease state.
-    pub(crate) fn admit(&self, hold: &Arc<Hold>) -> bool {
+    pub(crate) fn admit(&self, hold: &Arc<Hold>) -> Admit {
         if hold.is_retired() {
-            return false;
+            return Admit::Retired;
         }
         if hold.lease.is_lost() {
+            if hold.count() > 0 {
+                // The flow was told it lost the lock: it releases what it
+                // has before taking the lock again.
+                return Admit::Lost;
+            }
+            // Nothing held: start afresh with a new lease state.
             self.retire(hold);
-            return false;
+            return Admit::Retired;
         }
-        true
+        Admit::Yes
     }
 
     /// The live hold of `owner` on `name`, if this client has one.
@@ -152,10 +165,12 @@ impl Holds {
         self.map.lock().get(&(name.clone(), owner)).cloned()
     }
 
-    /// Removes the hold from the table when it has nothing left to track (no
-    /// holds, or lost). Call with its operation lock held.
+    /// Removes the hold from the table once it holds nothing. A lost hold
+    /// stays until its guards are released: it may still be this owner's on
+    /// Redis, and is renewed until the renewal finds it gone. Call with its
+    /// `ops` slot taken.
     pub(crate) fn retire_if_done(&self, hold: &Arc<Hold>) {
-        if hold.count() == 0 || hold.lease.is_lost() {
+        if hold.count() == 0 {
             self.retire(hold);
         }
     }
@@ -169,13 +184,13 @@ impl Holds {
         }
     }
 
-    /// Holds the watchdog must renew now. Holds whose deadline passed are
-    /// marked lost on the way and left out.
+    /// Holds the watchdog must renew now: every watchdog hold whose field
+    /// Redis may still have, lost ones included (see `lease`).
     pub(crate) fn renewable(&self) -> Vec<Arc<Hold>> {
         self.map
             .lock()
             .values()
-            .filter(|h| h.renewable() && !h.lease.is_lost())
+            .filter(|h| h.renewable() && !h.lease.is_gone())
             .cloned()
             .collect()
     }

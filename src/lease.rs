@@ -5,6 +5,13 @@
 //! acquire, renewal or partial unlock was *sent* (not answered), so it falls
 //! before the server-side expiry. Passing the deadline, or a renewal finding
 //! the field gone, marks the hold lost, and every guard of it is told.
+//!
+//! Lost is not the same as gone. A hold whose deadline passed (renewals
+//! failed for a while) may still be this owner's on Redis: the watchdog keeps
+//! renewing it, as Redisson does, so the key does not expire under a holder
+//! that is winding down, and its unlock still sends the script. Only a
+//! renewal that finds the field missing (or a force unlock) makes it gone,
+//! and a gone hold is never renewed again.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -46,6 +53,12 @@ pub(crate) fn safety_margin(lease: Duration) -> Duration {
     lease / 100 + Duration::from_millis(2)
 }
 
+/// When a hold confirmed by a command sent at `sent_at` with `lease` counts
+/// as lost unless renewed.
+pub(crate) fn expires_by(sent_at: Instant, lease: Duration) -> Instant {
+    sent_at + lease.saturating_sub(safety_margin(lease))
+}
+
 struct Deadline {
     /// When the newest confirmed command was sent; older confirmations that
     /// arrive late must not move the deadline.
@@ -57,6 +70,8 @@ struct Deadline {
 pub(crate) struct LeaseState {
     deadline: Mutex<Deadline>,
     lost: AtomicBool,
+    /// Redis no longer has the field (renewal found it missing, force unlock).
+    gone: AtomicBool,
     wake: Notify,
 }
 
@@ -69,6 +84,7 @@ impl LeaseState {
                 at: now + MAX_LEASE,
             }),
             lost: AtomicBool::new(false),
+            gone: AtomicBool::new(false),
             wake: Notify::new(),
         }
     }
@@ -81,7 +97,7 @@ impl LeaseState {
         let mut d = self.deadline.lock();
         if sent_at >= d.sent_at {
             d.sent_at = sent_at;
-            d.at = sent_at + lease.saturating_sub(safety_margin(lease));
+            d.at = expires_by(sent_at, lease);
         }
     }
 
@@ -90,8 +106,7 @@ impl LeaseState {
     /// (a later `confirm` sets it exactly).
     pub(crate) fn shorten(&self, sent_at: Instant, lease: Duration) {
         let mut d = self.deadline.lock();
-        d.at =
-            d.at.min(sent_at + lease.saturating_sub(safety_margin(lease)));
+        d.at = d.at.min(expires_by(sent_at, lease));
     }
 
     /// Marks the hold lost; returns true the first time.
@@ -101,6 +116,17 @@ impl LeaseState {
             self.wake.notify_waiters();
         }
         first
+    }
+
+    /// Redis no longer has the hold's field: lost for good, never renewed.
+    /// Returns true if this also made it lost.
+    pub(crate) fn mark_gone(&self) -> bool {
+        self.gone.store(true, Ordering::Release);
+        self.mark_lost()
+    }
+
+    pub(crate) fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::Acquire)
     }
 
     pub(crate) fn deadline(&self) -> Instant {

@@ -77,6 +77,7 @@ mod guard;
 mod hold;
 mod latch;
 mod lease;
+mod lifecycle;
 pub mod naming;
 mod owner;
 mod pubsub;

@@ -45,21 +45,113 @@ pub fn slot(key: &str) -> u16 {
     fred::util::redis_keyslot(key.as_bytes())
 }
 
-/// Checks that a lock name is usable: not empty, and every key a script touches
-/// lands in the lock's cluster slot. Redisson does not check the latter, so a
-/// name such as `a{` or `a{}b` fails there only on a cluster, with CROSSSLOT.
-pub(crate) fn validate_lock_name(name: &str) -> Result<()> {
+/// Checks that a lock name is usable: not empty, and, where multi-key
+/// commands must stay in one hash slot (`slot_grouped`: a cluster), every key
+/// a script touches lands in the lock's slot. Redisson accepts a name such as
+/// `a{`, `job{}` or `{}` everywhere; it works on a single server and Sentinel,
+/// so it is accepted there too, but a cluster would refuse its scripts with
+/// CROSSSLOT.
+pub(crate) fn validate_lock_name(name: &str, slot_grouped: bool) -> Result<()> {
     if name.is_empty() {
         return Err(Error::InvalidArgument("lock name is empty".into()));
+    }
+    if !slot_grouped {
+        return Ok(());
     }
     let lock_slot = slot(name);
     if slot(&channel_name(name)) != lock_slot || slot(&latch_name(name, "0")) != lock_slot {
         return Err(Error::InvalidArgument(format!(
-            "lock name `{name}` has a `{{` but no usable hash tag, so its channel and \
-             latch keys would land in other cluster slots than the lock"
+            "lock name `{name}` has a `{{` but no usable hash tag, so on a cluster its \
+             channel and latch keys would land in other slots than the lock (CROSSSLOT)"
         )));
     }
     Ok(())
+}
+
+/// Two keys in different hash slots that the minimal ACL allows, for the
+/// connect-time probe that detects a cluster behind a proxy.
+pub(crate) const CROSS_SLOT_PROBE: [&str; 2] = [
+    "redisson_lock__channel:{probe-1}",
+    "redisson_lock__channel:{probe-2}",
+];
+
+/// A Redis URL with its password hidden: `redis://user:***@host:port`, and
+/// the value of any query parameter whose name contains `password` too
+/// (fred's `sentinelPassword`).
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (Some(scheme), rest),
+        None => (None, url),
+    };
+    let (authority_end, _) = rest
+        .char_indices()
+        .find(|(_, c)| matches!(c, '/' | '?' | '#'))
+        .unwrap_or((rest.len(), ' '));
+    let (authority, tail) = rest.split_at(authority_end);
+    let authority = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{user}:***@{host}"),
+            None => format!("***@{host}"),
+        },
+        None => authority.to_string(),
+    };
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let query: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((k, _)) if k.to_ascii_lowercase().contains("password") => {
+                        format!("{k}=***")
+                    }
+                    _ => pair.to_string(),
+                })
+                .collect();
+            format!("{path}?{}", query.join("&"))
+        }
+        None => tail.to_string(),
+    };
+    match scheme {
+        Some(scheme) => format!("{scheme}://{authority}{tail}"),
+        None => format!("{authority}{tail}"),
+    }
+}
+
+/// `text` with every secret of `url` (its password, its query passwords, in
+/// raw and percent-decoded form) replaced by `***`, for messages of other
+/// libraries that may quote the URL.
+pub(crate) fn redact(text: &str, url: &str) -> String {
+    let mut secrets: Vec<String> = vec![];
+    if let Some((_, rest)) = url.split_once("://") {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        if let Some((userinfo, _)) = authority.rsplit_once('@') {
+            secrets.push(
+                userinfo
+                    .split_once(':')
+                    .map_or(userinfo, |(_, p)| p)
+                    .to_string(),
+            );
+        }
+    }
+    if let Some((_, query)) = url.split_once('?') {
+        for pair in query.split('&') {
+            if let Some((k, v)) = pair.split_once('=') {
+                if k.to_ascii_lowercase().contains("password") {
+                    secrets.push(v.to_string());
+                }
+            }
+        }
+    }
+    let mut out = text.replace(url, &redact_url(url));
+    for secret in secrets.iter().filter(|s| !s.is_empty()) {
+        out = out.replace(secret.as_str(), "***");
+        // Passwords with reserved characters are written escaped in a URL.
+        if let Ok(decoded) = percent_encoding::percent_decode_str(secret).decode_utf8() {
+            if !decoded.is_empty() {
+                out = out.replace(decoded.as_ref(), "***");
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -84,12 +176,37 @@ mod tests {
     }
 
     #[test]
-    fn odd_names_are_refused() {
-        assert!(validate_lock_name("").is_err());
-        assert!(validate_lock_name("a{").is_err());
-        assert!(validate_lock_name("a{}b").is_err());
-        assert!(validate_lock_name("a{t}b").is_ok());
-        assert!(validate_lock_name("orders:42").is_ok());
-        assert!(validate_lock_name("ключ").is_ok());
+    fn odd_names_are_refused_only_where_they_cannot_work() {
+        for slot_grouped in [false, true] {
+            assert!(validate_lock_name("", slot_grouped).is_err());
+            assert!(validate_lock_name("a{t}b", slot_grouped).is_ok());
+            assert!(validate_lock_name("orders:42", slot_grouped).is_ok());
+            assert!(validate_lock_name("ключ", slot_grouped).is_ok());
+        }
+        for odd in ["a{", "a{}b", "job{}", "{}"] {
+            assert!(validate_lock_name(odd, false).is_ok(), "{odd}");
+            assert!(validate_lock_name(odd, true).is_err(), "{odd}");
+        }
+        assert_ne!(slot(CROSS_SLOT_PROBE[0]), slot(CROSS_SLOT_PROBE[1]));
+    }
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(
+            redact_url("redis://app:s3cret@10.0.0.1:6379/2"),
+            "redis://app:***@10.0.0.1:6379/2"
+        );
+        assert_eq!(redact_url("redis://:s3cret@h:1"), "redis://:***@h:1");
+        assert_eq!(redact_url("rediss://s3cret@h"), "rediss://***@h");
+        assert_eq!(redact_url("redis://h:1"), "redis://h:1");
+        assert_eq!(
+            redact_url("redis-sentinel://h:1?sentinelServiceName=m&sentinelPassword=x@y&node=h:2"),
+            "redis-sentinel://h:1?sentinelServiceName=m&sentinelPassword=***&node=h:2"
+        );
+        let url = "redis://app:p%40ss@h:1";
+        assert_eq!(
+            redact("cannot use redis://app:p%40ss@h:1 (auth p@ss)", url),
+            "cannot use redis://app:***@h:1 (auth ***)"
+        );
     }
 }

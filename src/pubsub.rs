@@ -6,11 +6,17 @@
 //!   extra message costs time, never correctness.
 //! * SUBSCRIBE and UNSUBSCRIBE are issued by one task, in the order the
 //!   decisions were taken, so an unsubscribe can never overtake the
-//!   re-subscription of the same channel. A PING after each SUBSCRIBE makes
-//!   sure the server has processed it before a waiter relies on it.
+//!   re-subscription of the same channel. fred resolves SUBSCRIBE as soon as
+//!   it is written, so a PING on the same connection, routed to the node that
+//!   holds the subscription, proves the server processed it (and brings back
+//!   its refusal, say by an ACL).
+//! * A subscription that fails is forgotten, so the next waiter subscribes
+//!   afresh; a waiter with time left tries again.
 //! * fred's broadcast receivers report `Lagged` when messages were dropped;
 //!   that wakes every waiter instead of ending the listener. After a
-//!   reconnect every channel is subscribed again and every waiter re-checks.
+//!   reconnect exactly the channels in the registry are subscribed again (not
+//!   fred's `resubscribe_all`, which sends argument-less SUBSCRIBEs whose error
+//!   replies would land on a waiter's PING), and every waiter re-checks.
 //! * Sharded subscriptions live on the primary that owns the channel's slot.
 //!   When the slot moves (failover, resharding) the server drops them with a
 //!   `sunsubscribe` push that fred discards, so while any channel is
@@ -25,12 +31,16 @@ use std::time::Duration;
 
 use fred::clients::SubscriberClient;
 use fred::interfaces::{ClientLike, ClusterInterface, EventInterface, PubsubInterface};
-use fred::types::Value;
+use fred::types::config::Options;
+use fred::types::{ClusterHash, Value};
 use parking_lot::Mutex;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{mpsc, watch, Notify};
+use tokio::time::Instant;
 
+use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::lifecycle::{until_set, Lifecycle};
 
 /// Message that releases one waiter (Redisson's UNLOCK_MESSAGE).
 pub(crate) const UNLOCK_MESSAGE: i64 = 0;
@@ -58,6 +68,8 @@ enum Op {
     /// Sharded mode: subscribe again on the slot's current owner.
     Resubscribe(Arc<str>, Arc<Channel>),
     Unsubscribe(Arc<str>),
+    /// After a reconnect: subscribe every channel of the registry again.
+    RestoreAll,
 }
 
 /// The registry of channels this client listens on.
@@ -99,12 +111,12 @@ impl Drop for Subscription {
 
 impl Subscriptions {
     /// Starts the registry's tasks on an initialized subscriber client. They
-    /// end when `shutdown` turns true.
+    /// end when the client stops.
     pub(crate) fn start(
         client: SubscriberClient,
         sharded: bool,
-        timeout: Duration,
-        shutdown: watch::Receiver<bool>,
+        config: &Config,
+        lifecycle: &Lifecycle,
     ) -> Arc<Self> {
         let (ops, ops_rx) = mpsc::unbounded_channel();
         let registry = Arc::new(Subscriptions {
@@ -115,63 +127,97 @@ impl Subscriptions {
         let messages = registry.client.message_rx();
         let reconnects = registry.client.reconnect_rx();
         let weak = Arc::downgrade(&registry);
-        tokio::spawn(run_ops(registry.client.clone(), sharded, timeout, ops_rx));
-        tokio::spawn(until_shutdown(
-            shutdown.clone(),
+        let stopped = lifecycle.stopped();
+        let subscriber = Subscriber {
+            client: registry.client.clone(),
+            sharded,
+            timeout: config.subscription_timeout,
+        };
+        tokio::spawn(until_stopped(
+            stopped.clone(),
+            run_ops(subscriber, weak.clone(), ops_rx),
+        ));
+        tokio::spawn(until_stopped(
+            stopped.clone(),
             listen(weak.clone(), messages),
         ));
-        tokio::spawn(until_shutdown(
-            shutdown.clone(),
-            resubscribe_on_reconnect(weak.clone(), reconnects),
+        tokio::spawn(until_stopped(
+            stopped.clone(),
+            restore_on_reconnect(weak.clone(), reconnects),
         ));
         if sharded {
-            tokio::spawn(until_shutdown(shutdown, follow_shard_owners(weak)));
+            tokio::spawn(until_stopped(stopped, follow_shard_owners(weak)));
         }
         registry
     }
 
     /// Joins the channel, subscribing it if this is its first local waiter.
-    /// Waits at most `limit` for the subscription to be confirmed.
+    /// Waits at most `limit` for the subscription to be confirmed; a failed
+    /// subscription is tried again while time is left.
     pub(crate) async fn join(
         self: &Arc<Self>,
         name: &str,
         limit: Duration,
     ) -> Result<Subscription> {
-        let membership = {
-            let mut map = self.channels.lock();
-            let channel = match map.get(name) {
-                Some(channel) => channel.clone(),
-                None => {
-                    let name: Arc<str> = name.into();
-                    let channel = Arc::new(Channel {
-                        wake: Notify::new(),
-                        waiters: AtomicUsize::new(0),
-                        ready: watch::Sender::new(None),
-                        node: Mutex::new(None),
-                        moving: std::sync::atomic::AtomicBool::new(false),
-                    });
-                    map.insert(name.clone(), channel.clone());
-                    let _ = self.ops.send(Op::Subscribe(name, channel.clone()));
-                    channel
+        let until = Instant::now().checked_add(limit);
+        loop {
+            let membership = self.member(name);
+            let failure = {
+                let mut ready = membership.channel.ready.subscribe();
+                let confirmed = ready.wait_for(Option::is_some);
+                let outcome = match until {
+                    Some(until) => match tokio::time::timeout_at(until, confirmed).await {
+                        Ok(outcome) => outcome,
+                        Err(_) => return Err(Error::Timeout(limit)),
+                    },
+                    None => confirmed.await,
+                };
+                match outcome {
+                    Err(_) => return Err(Error::Shutdown),
+                    Ok(state) => match state.as_ref() {
+                        Some(Ok(())) => None,
+                        Some(Err(e)) => Some(e.clone()),
+                        None => unreachable!("wait_for returned an unset state"),
+                    },
                 }
             };
-            channel.waiters.fetch_add(1, Ordering::AcqRel);
-            Subscription {
-                registry: self.clone(),
-                name: name.into(),
-                channel,
+            let Some(e) = failure else {
+                return Ok(membership);
+            };
+            let retry_at = Instant::now() + RETRY_PAUSE;
+            if !e.outcome_unknown() || until.is_some_and(|until| retry_at >= until) {
+                return Err(e);
+            }
+            drop(membership);
+            tokio::time::sleep_until(retry_at).await;
+        }
+    }
+
+    /// This waiter's membership of the channel, creating (and subscribing)
+    /// the channel if it has no local waiter.
+    fn member(self: &Arc<Self>, name: &str) -> Subscription {
+        let mut map = self.channels.lock();
+        let channel = match map.get(name) {
+            Some(channel) => channel.clone(),
+            None => {
+                let name: Arc<str> = name.into();
+                let channel = Arc::new(Channel {
+                    wake: Notify::new(),
+                    waiters: AtomicUsize::new(0),
+                    ready: watch::Sender::new(None),
+                    node: Mutex::new(None),
+                    moving: std::sync::atomic::AtomicBool::new(false),
+                });
+                map.insert(name.clone(), channel.clone());
+                let _ = self.ops.send(Op::Subscribe(name, channel.clone()));
+                channel
             }
         };
-        let mut ready = membership.channel.ready.subscribe();
-        let outcome = tokio::time::timeout(limit, ready.wait_for(Option::is_some)).await;
-        match outcome {
-            Err(_) => Err(Error::Timeout(limit)),
-            Ok(Err(_)) => Err(Error::Shutdown),
-            Ok(Ok(state)) => match state.as_ref() {
-                Some(Ok(())) => Ok(membership),
-                Some(Err(e)) => Err(e.clone()),
-                None => unreachable!("wait_for returned an unset state"),
-            },
+        channel.waiters.fetch_add(1, Ordering::AcqRel);
+        Subscription {
+            registry: self.clone(),
+            name: name.into(),
+            channel,
         }
     }
 
@@ -198,43 +244,113 @@ impl Subscriptions {
     }
 }
 
-async fn until_shutdown(
-    mut shutdown: watch::Receiver<bool>,
+async fn until_stopped(
+    stopped: watch::Receiver<bool>,
     task: impl std::future::Future<Output = ()>,
 ) {
     tokio::select! {
-        _ = shutdown.wait_for(|stop| *stop) => {}
+        _ = until_set(stopped) => {}
         _ = task => {}
+    }
+}
+
+/// Pause before a waiter tries a failed subscription again.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// The subscriber connection and how to confirm subscriptions on it.
+struct Subscriber {
+    client: SubscriberClient,
+    sharded: bool,
+    /// Redisson's `subscriptionTimeout`.
+    timeout: Duration,
+}
+
+impl Subscriber {
+    /// SUBSCRIBE (or SSUBSCRIBE) `channels`, then a PING on the connection
+    /// that carries them, whose answer proves the server processed them.
+    ///
+    /// fred resolves a SUBSCRIBE as soon as it is written and drops an error
+    /// reply that arrives before a later command is queued, so a refusal can
+    /// vanish. Two checks catch it: the PING is queued together with the
+    /// SUBSCRIBE (so the refusal usually lands on it), and its reply must
+    /// have the shape of a subscribed connection (`["pong", ""]`, not
+    /// `PONG`). A refusal of one channel on a connection that already holds
+    /// others can still go unseen; such a waiter wakes at the lock's TTL.
+    async fn subscribe(&self, channels: Vec<Arc<str>>) -> Result<()> {
+        if channels.is_empty() {
+            return Ok(());
+        }
+        let options = Options {
+            timeout: Some(self.timeout),
+            ..Options::default()
+        };
+        let slot = if self.sharded {
+            fred::util::redis_keyslot(channels[0].as_bytes())
+        } else {
+            // Where fred sends classic subscriptions on a cluster.
+            fred::util::redis_keyslot(self.client.id().as_bytes())
+        };
+        let confirm = Options {
+            cluster_hash: Some(ClusterHash::Custom(slot)),
+            ..options.clone()
+        };
+        let names: Vec<String> = channels.iter().map(|c| c.to_string()).collect();
+        let redis = |e: fred::error::Error| Error::from_redis(&e, self.timeout);
+        let pong = if self.sharded {
+            // SSUBSCRIBE waits for the server's reply (to follow MOVED), one
+            // slot at a time.
+            for name in &names {
+                ssubscribe(&self.client, name, &options)
+                    .await
+                    .map_err(redis)?;
+            }
+            self.client.with_options(&confirm).ping::<Value>(None).await
+        } else {
+            let subscriber = self.client.with_options(&options);
+            let pinger = self.client.with_options(&confirm);
+            let (subscribed, pong) =
+                tokio::join!(subscriber.subscribe(names), pinger.ping::<Value>(None));
+            subscribed.map_err(redis)?;
+            pong
+        };
+        match pong.map_err(redis)? {
+            Value::Array(_) => Ok(()),
+            other => Err(Error::Redis(format!(
+                "SUBSCRIBE did not take effect (the connection is not subscribed; PING said \
+                 {other:?}); is the user allowed to subscribe?"
+            ))),
+        }
     }
 }
 
 /// Issues SUBSCRIBE / UNSUBSCRIBE strictly in decision order.
 async fn run_ops(
-    client: SubscriberClient,
-    sharded: bool,
-    timeout: Duration,
+    subscriber: Subscriber,
+    registry: std::sync::Weak<Subscriptions>,
     mut ops: mpsc::UnboundedReceiver<Op>,
 ) {
+    let client = &subscriber.client;
     while let Some(op) = ops.recv().await {
         match op {
             Op::Subscribe(name, channel) => {
-                let subscribed = if sharded {
-                    ssubscribe(&client, &name).await
-                } else {
-                    client.subscribe(&*name).await
-                };
-                // Classic SUBSCRIBE resolves when written; the PING reply proves
-                // the server processed it.
-                let result = match subscribed {
-                    Ok(()) => client.ping::<Value>(None).await.map(drop),
-                    Err(e) => Err(e),
-                };
-                let result = result.map_err(|e| Error::from_redis(&e, timeout));
-                if let Err(e) = &result {
-                    tracing::warn!(channel = %name, error = %e, "subscribe failed");
-                }
-                if sharded && result.is_ok() {
-                    *channel.node.lock() = shard_owner(&client, &name);
+                let result = subscriber.subscribe(vec![name.clone()]).await;
+                match &result {
+                    Ok(()) if subscriber.sharded => {
+                        *channel.node.lock() = shard_owner(client, &name);
+                    }
+                    Ok(()) => {}
+                    Err(e) => {
+                        tracing::warn!(channel = %name, error = %e, "subscribe failed");
+                        // Forget it, so that the next waiter subscribes afresh
+                        // (and make sure the server does not keep half of it).
+                        if let Some(registry) = registry.upgrade() {
+                            let mut map = registry.channels.lock();
+                            if map.get(&name).is_some_and(|c| Arc::ptr_eq(c, &channel)) {
+                                map.remove(&name);
+                                let _ = registry.ops.send(Op::Unsubscribe(name.clone()));
+                            }
+                        }
+                    }
                 }
                 channel.ready.send_replace(Some(result));
             }
@@ -243,9 +359,9 @@ async fn run_ops(
                     channel.moving.store(false, Ordering::Release);
                     continue; // left meanwhile; its unsubscribe is queued
                 }
-                match ssubscribe(&client, &name).await {
+                match subscriber.subscribe(vec![name.clone()]).await {
                     Ok(()) => {
-                        *channel.node.lock() = shard_owner(&client, &name);
+                        *channel.node.lock() = shard_owner(client, &name);
                         tracing::info!(channel = %name, node = ?channel.node.lock(), "shard subscription moved with its slot");
                     }
                     // The next check tries again.
@@ -258,7 +374,7 @@ async fn run_ops(
                 channel.wake.notify_waiters();
             }
             Op::Unsubscribe(name) => {
-                let result = if sharded {
+                let result = if subscriber.sharded {
                     client.sunsubscribe(&*name).await
                 } else {
                     client.unsubscribe(&*name).await
@@ -266,6 +382,38 @@ async fn run_ops(
                 if let Err(e) = result {
                     tracing::debug!(channel = %name, error = %e, "unsubscribe failed");
                 }
+            }
+            Op::RestoreAll => {
+                let Some(registry) = registry.upgrade() else {
+                    return;
+                };
+                let mut delay = Duration::from_millis(50);
+                loop {
+                    let names: Vec<Arc<str>> = registry.channels.lock().keys().cloned().collect();
+                    let restored = if subscriber.sharded {
+                        // One slot per SSUBSCRIBE.
+                        let mut outcome = Ok(());
+                        for name in names {
+                            outcome = subscriber.subscribe(vec![name]).await;
+                            if outcome.is_err() {
+                                break;
+                            }
+                        }
+                        outcome
+                    } else {
+                        subscriber.subscribe(names).await
+                    };
+                    match restored {
+                        Ok(()) => break,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "resubscribe after a reconnect failed; retrying");
+                            tokio::time::sleep(delay).await;
+                            delay = (delay * 2).min(Duration::from_secs(2));
+                        }
+                    }
+                }
+                // Messages sent while disconnected are lost: every waiter re-checks.
+                registry.wake_all();
             }
         }
     }
@@ -294,10 +442,14 @@ async fn listen(
 /// SSUBSCRIBE on the slot's owner. fred's cluster map may be stale after a
 /// failover or a resharding (and a redirect can exhaust its attempts), so a
 /// failure re-reads the map and tries again, a few times.
-async fn ssubscribe(client: &SubscriberClient, channel: &str) -> fred::prelude::FredResult<()> {
+async fn ssubscribe(
+    client: &SubscriberClient,
+    channel: &str,
+    options: &Options,
+) -> fred::prelude::FredResult<()> {
     let mut tries = 0;
     loop {
-        match client.ssubscribe(channel).await {
+        match client.with_options(options).ssubscribe(channel).await {
             Ok(()) => return Ok(()),
             Err(e) if tries < 3 => {
                 tracing::debug!(channel, error = %e, "SSUBSCRIBE failed; re-reading the cluster map");
@@ -353,7 +505,7 @@ async fn follow_shard_owners(registry: std::sync::Weak<Subscriptions>) {
     }
 }
 
-async fn resubscribe_on_reconnect(
+async fn restore_on_reconnect(
     registry: std::sync::Weak<Subscriptions>,
     mut reconnects: tokio::sync::broadcast::Receiver<fred::types::config::Server>,
 ) {
@@ -365,13 +517,7 @@ async fn resubscribe_on_reconnect(
         let Some(registry) = registry.upgrade() else {
             return;
         };
-        let mut delay = Duration::from_millis(50);
-        while let Err(e) = registry.client.resubscribe_all().await {
-            tracing::warn!(error = %e, "resubscribe failed; retrying");
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(Duration::from_secs(2));
-        }
-        // Messages sent while disconnected are lost: every waiter re-checks.
-        registry.wake_all();
+        // In decision order with the other subscription changes.
+        let _ = registry.ops.send(Op::RestoreAll);
     }
 }

@@ -131,6 +131,7 @@ fn read(root: Value) -> Result<RedissonFile> {
             }
             "timeout" => config.timeout = millis(&path, &value)?,
             "connectTimeout" => config.connect_timeout = millis(&path, &value)?,
+            "subscriptionTimeout" => config.subscription_timeout = millis(&path, &value)?,
             "slavesSyncTimeout" => config.slaves_sync_timeout = millis(&path, &value)?,
             "masterConnectionPoolSize" => {
                 config.master_connection_pool_size = count(&path, &value)? as usize
@@ -216,6 +217,11 @@ fn key_name(key: &Value) -> Result<String> {
 }
 
 fn invalid(path: &str, expected: &str, value: &Value) -> Error {
+    // Never echo a secret, nor an address that may carry one.
+    let lower = path.to_ascii_lowercase();
+    if lower.contains("password") || lower.contains("address") {
+        return Error::Config(format!("Redisson config: {path} must be {expected}"));
+    }
     Error::Config(format!(
         "Redisson config: {path} must be {expected}, got {value:?}"
     ))

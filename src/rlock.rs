@@ -14,8 +14,9 @@ use tokio::time::Instant;
 use crate::client::ClientInner;
 use crate::error::{Error, Result};
 use crate::guard::{LockGuard, Unlocked};
-use crate::hold::Hold;
+use crate::hold::{Admit, Hold};
 use crate::lease::lease_millis;
+use crate::lifecycle::Busy;
 use crate::naming;
 use crate::pubsub::UNLOCK_MESSAGE;
 use crate::replica_sync::Synced;
@@ -56,6 +57,9 @@ pub(crate) enum Attempt {
     Acquired(LockGuard),
     /// Held by another owner; `None` when the key has no TTL.
     Held(Option<Duration>),
+    /// Nothing was sent: a previous operation of the same owner was still
+    /// settling when the attempt's deadline came.
+    Busy,
 }
 
 /// One holder of a lock, decoded from its hash field `<client-id>:<owner-id>`.
@@ -208,7 +212,7 @@ impl RLock {
             // runs after the delete and really takes the lock.
             for hold in self.client.holds.of_name(&self.name) {
                 if hold.count() > 0 {
-                    hold.lease.mark_lost();
+                    hold.lease.mark_gone();
                 }
             }
         }
@@ -328,24 +332,42 @@ impl RLock {
     // on Redis with ours. An operation keeps the slot until it is settled: if
     // its caller stops waiting, the slot passes to the background task that
     // finishes it (`FinishOnDrop`), and nothing else of that owner on that
-    // lock runs in between.
+    // lock runs in between. Every operation, and every settlement, counts as
+    // `Busy` for the client's shutdown.
 
     /// One acquire attempt for `owner`. On success the hold is recorded (and
-    /// renewed by the watchdog when `lease` is `None`).
+    /// renewed by the watchdog when `lease` is `None`). Waiting for the
+    /// owner's `ops` slot (a previous operation of the same owner still
+    /// settling) ends at `slot_deadline` with [`Attempt::Busy`].
     pub(crate) async fn acquire_once(
         &self,
         owner: OwnerId,
         lease: Option<Duration>,
+        slot_deadline: Option<Instant>,
     ) -> Result<Attempt> {
-        self.client.ensure_open()?;
+        let busy = self.client.lifecycle.enter()?;
         let watchdog = lease.is_none();
         let lease = lease.unwrap_or(self.client.config.lock_watchdog_timeout);
         let lease_ms = lease_millis(lease, "lease")?;
         loop {
             let hold = self.client.holds.entry(&self.name, owner);
-            let slot = hold.ops.acquire().await.map_err(|_| Error::Shutdown)?;
-            if !self.client.holds.admit(&hold) {
-                continue;
+            let slot = match slot_deadline {
+                Some(deadline) => match tokio::time::timeout_at(deadline, hold.ops.acquire()).await
+                {
+                    Ok(slot) => slot,
+                    Err(_) => return Ok(Attempt::Busy),
+                },
+                None => hold.ops.acquire().await,
+            };
+            let slot = slot.map_err(|_| Error::Shutdown)?;
+            match self.client.holds.admit(&hold) {
+                Admit::Yes => {}
+                Admit::Retired => continue,
+                Admit::Lost => {
+                    return Err(Error::LockLost {
+                        name: self.name.to_string(),
+                    })
+                }
             }
             // Nothing has been sent yet; from here the slot belongs to this
             // attempt until it completes or is settled in the background.
@@ -353,6 +375,7 @@ impl RLock {
             let finish = FinishOnDrop::new(Unfinished::Acquire {
                 lock: self.clone(),
                 hold: hold.clone(),
+                busy,
             });
             let outcome = self.acquire_locked(&hold, lease, lease_ms, watchdog).await;
             finish.complete();
@@ -369,9 +392,8 @@ impl RLock {
     ) -> Result<Attempt> {
         let field = hold.field(&self.client.id);
         let mut attempt = 1;
-        // Re-sends after a reply that was lost but resolved as "not taken"
-        // (typically a MOVED after a failover, which fred does not follow
-        // with one attempt allowed).
+        // Re-sends after a MOVED/ASK that fred refused to follow (one attempt
+        // allowed): the server did not run the script.
         let mut resends = 0;
         loop {
             let sent_at = Instant::now();
@@ -396,34 +418,31 @@ impl RLock {
                         return Err(script::unexpected("acquire", &value));
                     }
                 },
+                Err(e) if e.was_redirected() && resends < self.client.config.retry_attempts => {
+                    // Refused by a node that no longer owns the slot: the
+                    // script did not run, so sending it again (to the new
+                    // owner) cannot take the lock twice.
+                    resends += 1;
+                    continue;
+                }
                 // Whether the replicas have it stays unknown here; the
                 // watchdog's synced renewals cover it from the next cycle.
-                Err(e) if e.outcome_unknown() => {
-                    match self.resolve_acquire(hold, &field, &e).await {
-                        Ok(Resolved::Taken) => (None, Synced::NotWaited),
-                        Ok(Resolved::Held(ttl)) => (Some(ttl), Synced::NotWaited),
-                        Ok(Resolved::Free)
-                            if e.was_redirected()
-                                && resends < self.client.config.retry_attempts =>
-                        {
-                            // A redirect fred would not follow: the server
-                            // refused the script, so sending it again cannot
-                            // take the lock twice. (After a timeout or a lost
-                            // connection an old copy might still arrive, so
-                            // that error goes to the caller, as in Redisson.)
-                            resends += 1;
-                            continue;
-                        }
-                        Ok(Resolved::Free) => {
-                            self.client.holds.retire_if_done(hold);
-                            return Err(e);
-                        }
-                        Err(e) => {
-                            self.client.holds.retire_if_done(hold);
-                            return Err(e);
-                        }
+                Err(e) if e.outcome_unknown() => match self.resolve_acquire(hold, &field, &e).await
+                {
+                    Ok(Resolved::Taken) => (None, Synced::NotWaited),
+                    Ok(Resolved::Held(ttl)) => (Some(ttl), Synced::NotWaited),
+                    // It did not run, but after a timeout or a lost
+                    // connection an old copy might still arrive: the error
+                    // goes to the caller, as in Redisson.
+                    Ok(Resolved::Free) => {
+                        self.client.holds.retire_if_done(hold);
+                        return Err(e);
                     }
-                }
+                    Err(e) => {
+                        self.client.holds.retire_if_done(hold);
+                        return Err(e);
+                    }
+                },
                 Err(e) => {
                     self.client.holds.retire_if_done(hold);
                     return Err(self.wrong_type(e));
@@ -434,18 +453,7 @@ impl RLock {
                 // while we believe we hold it. Undo, then retry (Redisson's
                 // NoSyncedSlavesException handling).
                 let config = &self.client.config;
-                // The holds left after the undo keep their own lease.
-                let remaining = hold.lease_after_release(false, config.lock_watchdog_timeout);
-                let undone = self
-                    .send_unlock(&field, remaining, &UnlockRequest::new(), false)
-                    .await;
-                if let Err(e) = &undone {
-                    // Maybe undone, maybe not: give back whatever Redis
-                    // counts beyond our holds, and stop retrying.
-                    tracing::warn!(lock = %self.name, error = %e, "undoing an unsynced acquire failed; checking what is left");
-                    self.give_back_untracked(hold).await;
-                }
-                if undone.is_err() || attempt >= config.retry_attempts {
+                if !self.give_back_one(hold, &field).await || attempt >= config.retry_attempts {
                     self.client.holds.retire_if_done(hold);
                     return Err(self
                         .client
@@ -458,6 +466,16 @@ impl RLock {
                 continue;
             }
             return match ttl {
+                None if Instant::now() >= crate::lease::expires_by(sent_at, lease) => {
+                    // The grant arrived after the lease it set could have run
+                    // out: someone else may hold the lock by now. Not an
+                    // acquisition: give back what may still be ours, and let
+                    // the caller try again within its budget.
+                    tracing::warn!(lock = %self.name, ?lease, "acquire confirmed after its lease; giving it back");
+                    self.give_back_one(hold, &field).await;
+                    self.client.holds.retire_if_done(hold);
+                    Ok(Attempt::Held(Some(Duration::ZERO)))
+                }
                 None => {
                     hold.on_acquired(sent_at, lease, watchdog);
                     Ok(Attempt::Acquired(LockGuard::new(
@@ -473,6 +491,28 @@ impl RLock {
                     ))
                 }
             };
+        }
+    }
+
+    /// With the `ops` slot taken: undoes one acquisition that Redis counted
+    /// but this client will not record (no replica confirmed it, or it was
+    /// confirmed too late). If the undo's outcome is unknown, whatever Redis
+    /// counts beyond our holds is given back. False if the undo failed.
+    async fn give_back_one(&self, hold: &Arc<Hold>, field: &str) -> bool {
+        // The holds left after the undo keep their own lease.
+        let remaining = hold.lease_after_release(false, self.client.config.lock_watchdog_timeout);
+        match self
+            .send_unlock(field, remaining, &UnlockRequest::new(), false)
+            .await
+        {
+            Ok(_) => true,
+            // Expired meanwhile: nothing of ours is left to give back.
+            Err(Error::NotHeld { .. }) => true,
+            Err(e) => {
+                tracing::warn!(lock = %self.name, error = %e, "undoing an acquire failed; checking what is left");
+                self.give_back_untracked(hold).await;
+                false
+            }
         }
     }
 
@@ -525,6 +565,10 @@ impl RLock {
     /// same request, replayed through its latch if it already ran; a hold is
     /// never released twice nor left in place and renewed forever.
     pub(crate) async fn release(&self, hold: &Arc<Hold>, watchdog: bool) -> Result<Unlocked> {
+        if hold.is_retired() && self.client.lifecycle.is_closing() {
+            // Released by the client's shutdown already.
+            return Err(Error::Shutdown);
+        }
         let request = UnlockRequest::new();
         // Armed before waiting for the slot: even a caller who gives up then
         // must not leave the hold in place.
@@ -534,6 +578,7 @@ impl RLock {
             watchdog,
             request: request.clone(),
             owns_slot: false,
+            busy: self.client.lifecycle.track(),
         });
         let slot = hold.ops.acquire().await.map_err(|_| Error::Shutdown);
         let Ok(slot) = slot else {
@@ -554,6 +599,10 @@ impl RLock {
     /// reply nothing here waits, so a cancelled caller can only leave it
     /// before the bookkeeping, never halfway through.
     ///
+    /// A lost hold is released like any other (the script only touches this
+    /// owner's field, and the key may well still be ours), but the caller
+    /// hears [`Error::LockLost`]: it did not hold the lock throughout.
+    ///
     /// Returns what became of the slot: kept (the caller gives it back), or
     /// passed on to a background drain of untracked holds, which gives it
     /// back when done, so nothing of this owner on this lock runs meanwhile.
@@ -572,13 +621,13 @@ impl RLock {
             };
             return (Err(err), Slot::Kept);
         }
-        if hold.lease.is_lost() {
-            self.forget(hold, watchdog);
-            let err = Error::LockLost {
+        let was_lost = hold.lease.is_lost();
+        let lost = |outcome: Result<Unlocked>| match outcome {
+            Ok(_) | Err(Error::NotHeld { .. }) if was_lost => Err(Error::LockLost {
                 name: self.name.to_string(),
-            };
-            return (Err(err), Slot::Kept);
-        }
+            }),
+            other => other,
+        };
         let lease = hold.lease_after_release(watchdog, self.client.config.lock_watchdog_timeout);
         let outcome = self.send_unlock(&field, lease, request, true).await;
         let left = hold.on_released(watchdog);
@@ -593,24 +642,26 @@ impl RLock {
                 // the table until it is done, so a new acquire of this owner
                 // waits for it instead of having its hold given back.
                 let (lock, hold) = (self.clone(), hold.clone());
+                let busy = self.client.lifecycle.track();
                 tokio::spawn(async move {
                     lock.give_back_untracked(&hold).await;
                     hold.ops.add_permits(1);
+                    drop(busy);
                 });
-                return (outcome.map(|(unlocked, _)| unlocked), Slot::PassedOn);
+                return (lost(outcome.map(|(unlocked, _)| unlocked)), Slot::PassedOn);
             }
             Ok((Unlocked::Released, _)) if left > 0 => {
                 // Another release path freed it: the remaining guards have lost it.
-                hold.lease.mark_lost();
+                hold.lease.mark_gone();
             }
             Ok((Unlocked::Released, _)) => {}
             Err(Error::NotHeld { .. }) => {
-                hold.lease.mark_lost();
+                hold.lease.mark_gone();
             }
             Err(_) => {}
         }
         self.client.holds.retire_if_done(hold);
-        (outcome.map(|(unlocked, _)| unlocked), Slot::Kept)
+        (lost(outcome.map(|(unlocked, _)| unlocked)), Slot::Kept)
     }
 
     /// With the hold's `ops` slot taken: reads the owner's hold count on Redis
@@ -647,7 +698,7 @@ impl RLock {
         self.client.holds.retire_if_done(hold);
     }
 
-    /// Drops one hold locally without telling Redis (no runtime, or lost).
+    /// Drops one hold locally without telling Redis (no runtime to do it).
     pub(crate) fn forget(&self, hold: &Arc<Hold>, watchdog: bool) {
         hold.on_released(watchdog);
         self.client.holds.retire_if_done(hold);
@@ -656,10 +707,10 @@ impl RLock {
     /// Sends the unlock script for `field`. A lost reply is retried with the
     /// same latch key, so a retry replays the first outcome instead of
     /// releasing twice, and never after the latch could have expired. Returns
-    /// the outcome and when the request started: a replayed reply describes an
-    /// execution no earlier than that. With `synced`, a reply the replicas did
-    /// not confirm is replayed the same way, and is an error on the last
-    /// attempt.
+    /// the outcome and when the request was first sent: a replayed reply
+    /// describes an execution no earlier than that. With `synced`, a reply
+    /// the replicas did not confirm is replayed the same way, and is an error
+    /// on the last attempt.
     async fn send_unlock(
         &self,
         field: &str,
@@ -675,19 +726,24 @@ impl RLock {
         let latch_ttl = (per_attempt.as_millis() + config.retry_delay.as_millis())
             .saturating_mul(u128::from(config.retry_attempts.max(1)))
             .clamp(1, crate::lease::MAX_LEASE.as_millis()) as i64;
-        let channel = self.channel();
-        // A send after the latch expired could apply the unlock a second time.
-        let latch_expires = request.started + Duration::from_millis(latch_ttl as u64);
-        let too_late = |now: Instant| now + per_attempt >= latch_expires;
-        if too_late(Instant::now()) {
-            return Err(Error::OutcomeUnknown {
-                operation: "unlock",
-                name: self.name.to_string(),
-                cause: "its latch may have expired, so it cannot be replayed safely".into(),
-            });
+        // A send after the latch expired could apply the unlock a second
+        // time. The latch lives from the first send, so only a request that
+        // was sent already (by a caller who then left) can be too late.
+        let too_late = |first: Instant, now: Instant| {
+            now + per_attempt >= first + Duration::from_millis(latch_ttl as u64)
+        };
+        if let Some(first) = request.first_sent() {
+            if too_late(first, Instant::now()) {
+                return Err(Error::OutcomeUnknown {
+                    operation: "unlock",
+                    name: self.name.to_string(),
+                    cause: "its latch may have expired, so it cannot be replayed safely".into(),
+                });
+            }
         }
+        let channel = self.channel();
         let mut attempt = 0;
-        let sent_at = request.started;
+        let first = request.mark_sent();
         let reply = loop {
             let reply = self
                 .client
@@ -706,7 +762,7 @@ impl RLock {
             match reply {
                 Ok((_, short @ Synced::Short { .. })) if synced => {
                     if attempt + 1 >= config.retry_attempts
-                        || too_late(Instant::now() + config.retry_delay)
+                        || too_late(first, Instant::now() + config.retry_delay)
                     {
                         return Err(self
                             .client
@@ -721,7 +777,7 @@ impl RLock {
                 Err(e)
                     if e.outcome_unknown()
                         && attempt + 1 < config.retry_attempts
-                        && !too_late(Instant::now() + config.retry_delay) =>
+                        && !too_late(first, Instant::now() + config.retry_delay) =>
                 {
                     attempt += 1;
                     tracing::info!(lock = %self.name, error = %e, attempt, "unlock reply lost; replaying through the latch");
@@ -744,7 +800,7 @@ impl RLock {
         // The latch only matters while a retry could still come; delete it now
         // (without waiting, as Redisson does) instead of leaving it to its TTL.
         self.client.latches.discard(latch);
-        Ok((unlocked, sent_at))
+        Ok((unlocked, first))
     }
 }
 
@@ -772,25 +828,33 @@ enum Resolved {
     Taken,
     /// Someone holds it; the lock's PTTL.
     Held(i64),
-    /// Nobody holds it: the script never ran (a MOVED fred would not follow,
-    /// or a lost connection), so it may be sent again.
+    /// Nobody holds it: the script has not run.
     Free,
 }
 
 /// One unlock request: its latch id, fixed before anything is sent, and when
-/// it started (the earliest its script can have run).
+/// it was first sent (the latch's lifetime starts there). Clones share both.
 #[derive(Clone)]
 pub(crate) struct UnlockRequest {
     id: String,
-    started: Instant,
+    first_sent: Arc<std::sync::OnceLock<Instant>>,
 }
 
 impl UnlockRequest {
     fn new() -> Self {
         UnlockRequest {
             id: format!("{:032x}", rand::random::<u128>()),
-            started: Instant::now(),
+            first_sent: Arc::default(),
         }
+    }
+
+    fn first_sent(&self) -> Option<Instant> {
+        self.first_sent.get().copied()
+    }
+
+    /// Records the first send (now, unless an earlier one was recorded).
+    fn mark_sent(&self) -> Instant {
+        *self.first_sent.get_or_init(Instant::now)
     }
 }
 
@@ -798,7 +862,11 @@ impl UnlockRequest {
 pub(crate) enum Unfinished {
     /// An acquire attempt, holding the `ops` slot: settle whether its script
     /// ran, and give the hold back if it did.
-    Acquire { lock: RLock, hold: Arc<Hold> },
+    Acquire {
+        lock: RLock,
+        hold: Arc<Hold>,
+        busy: Busy,
+    },
     /// An unlock: finish the same request (replayed through its latch).
     Release {
         lock: RLock,
@@ -807,6 +875,7 @@ pub(crate) enum Unfinished {
         request: UnlockRequest,
         /// Whether it already holds the `ops` slot.
         owns_slot: bool,
+        busy: Busy,
     },
 }
 
@@ -854,7 +923,7 @@ impl Drop for FinishOnDrop {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             // Nothing can talk to Redis: stop tracking; leases expire.
             match pending {
-                Unfinished::Acquire { lock, hold } => {
+                Unfinished::Acquire { lock, hold, .. } => {
                     lock.client.holds.retire_if_done(&hold);
                     hold.ops.add_permits(1);
                 }
@@ -874,10 +943,11 @@ impl Drop for FinishOnDrop {
             return;
         };
         match pending {
-            Unfinished::Acquire { lock, hold } => {
+            Unfinished::Acquire { lock, hold, busy } => {
                 runtime.spawn(async move {
                     lock.give_back_untracked(&hold).await;
                     hold.ops.add_permits(1);
+                    drop(busy);
                 });
             }
             Unfinished::Release {
@@ -886,6 +956,7 @@ impl Drop for FinishOnDrop {
                 watchdog,
                 request,
                 owns_slot,
+                busy,
             } => {
                 runtime.spawn(async move {
                     if !owns_slot {
@@ -901,6 +972,7 @@ impl Drop for FinishOnDrop {
                     if slot == Slot::Kept {
                         hold.ops.add_permits(1);
                     }
+                    drop(busy);
                 });
             }
         }

@@ -102,11 +102,7 @@ async fn send_then_wait(
     replicas: i64,
     wait: Duration,
 ) -> Result<(Value, Option<i64>)> {
-    let options = Options {
-        max_attempts: Some(1),
-        timeout: Some(timeout),
-        ..Options::default()
-    };
+    let options = once(timeout);
     let pipeline = fred::clients::Pipeline::from(redis.with_options(&options));
     let script = CustomCommand::new_static(cmd, ClusterHash::Custom(slot), false);
     let wait_cmd = CustomCommand::new_static("WAIT", ClusterHash::Custom(slot), false);
@@ -157,11 +153,7 @@ async fn send(
     argv: Vec<Value>,
     slot: u16,
 ) -> Result<Value> {
-    let options = Options {
-        max_attempts: Some(1),
-        timeout: Some(timeout),
-        ..Options::default()
-    };
+    let options = once(timeout);
     // The slot of the first key. Not `ClusterHash::Offset(2)`: fred 10.1
     // honours only `Custom` on a custom command and otherwise hashes the
     // first string argument, which is the script's SHA.
@@ -172,6 +164,22 @@ async fn send(
     match tokio::time::timeout(timeout + Duration::from_secs(1), call).await {
         Ok(reply) => reply.map_err(|e| Error::from_redis(&e, timeout)),
         Err(_) => Err(Error::Timeout(timeout)),
+    }
+}
+
+/// Options for a script: one attempt, and no redirection either. fred would
+/// follow a MOVED or ASK by writing the command again, which one attempt
+/// forbids, and then report "Too many failed write attempts", exactly as
+/// after a lost connection, where the script may have run. With no
+/// redirection allowed, a redirect is its own error ("Too many redirections",
+/// see `Error::was_redirected`): the node refused the script, so the caller
+/// may send it again once fred has re-read the slot map.
+fn once(timeout: Duration) -> Options {
+    Options {
+        max_attempts: Some(1),
+        max_redirections: Some(0),
+        timeout: Some(timeout),
+        ..Options::default()
     }
 }
 

@@ -2,7 +2,8 @@
 //!
 //! 1. Try once. 2. Join the lock's channel (one subscription per client).
 //! 3. Loop: arm the wake-up, try again, then sleep until a wake-up, the
-//!    lock's TTL, or the caller's deadline, whichever comes first.
+//!    lock's TTL, the caller's deadline or the client's shutdown, whichever
+//!    comes first.
 //!
 //! Trying again after joining closes the race with an unlock that happened
 //! before the subscription existed, and never sleeping past the TTL bounds
@@ -17,6 +18,7 @@ use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
+use crate::lifecycle::until_set;
 use crate::rlock::{Attempt, RLock};
 
 /// How long an acquire may wait.
@@ -32,25 +34,41 @@ pub(crate) async fn acquire(
     patience: Patience,
 ) -> Result<Option<LockGuard>> {
     let owner = lock.acquiring_owner();
+    let client = &lock.client;
     let deadline = match patience {
         Patience::Once => {
-            return match lock.acquire_once(owner, lease).await? {
+            // One attempt, which may first wait a command's time for the
+            // owner's previous operation to settle.
+            let slot_deadline = Instant::now() + client.timeout();
+            return match lock.acquire_once(owner, lease, Some(slot_deadline)).await? {
                 Attempt::Acquired(guard) => Ok(Some(guard)),
                 Attempt::Held(_) => Ok(None),
-            }
+                Attempt::Busy => Err(Error::Timeout(client.timeout())),
+            };
         }
         // A deadline too far to represent is no deadline.
         Patience::For(wait) => Instant::now().checked_add(wait),
         Patience::Forever => None,
     };
-    if let Attempt::Acquired(guard) = lock.acquire_once(owner, lease).await? {
+    if let Attempt::Acquired(guard) = lock.acquire_once(owner, lease, deadline).await? {
         return Ok(Some(guard));
     }
     let Some(left) = time_left(deadline) else {
         return Ok(None);
     };
-    let limit = left.min(lock.client.timeout());
-    let subscription = match lock.client.subscriptions.join(&lock.channel(), limit).await {
+    // Redisson: `lock()` gives the subscription `subscriptionTimeout`, a
+    // `tryLock(wait)` the rest of its wait.
+    let limit = match deadline {
+        Some(_) => left,
+        None => client.config.subscription_timeout,
+    };
+    let closing = client.lifecycle.closing();
+    let channel = lock.channel();
+    let joined = tokio::select! {
+        joined = client.subscriptions.join(&channel, limit) => joined,
+        _ = until_set(closing.clone()) => return Err(Error::Shutdown),
+    };
+    let subscription = match joined {
         Err(Error::Timeout(_)) if deadline.is_some_and(|d| Instant::now() >= d) => return Ok(None),
         other => other?,
     };
@@ -58,9 +76,10 @@ pub(crate) async fn acquire(
         let woken = subscription.woken();
         tokio::pin!(woken);
         woken.as_mut().enable();
-        let ttl = match lock.acquire_once(owner, lease).await? {
+        let ttl = match lock.acquire_once(owner, lease, deadline).await? {
             Attempt::Acquired(guard) => return Ok(Some(guard)),
             Attempt::Held(ttl) => ttl,
+            Attempt::Busy => return Ok(None),
         };
         let Some(left) = time_left(deadline) else {
             return Ok(None);
@@ -69,7 +88,10 @@ pub(crate) async fn acquire(
             Some(ttl) => ttl.min(left),
             None => left,
         };
-        let _ = tokio::time::timeout(pause, woken).await;
+        tokio::select! {
+            _ = tokio::time::timeout(pause, woken) => {}
+            _ = until_set(closing.clone()) => return Err(Error::Shutdown),
+        }
     }
 }
 

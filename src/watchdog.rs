@@ -57,7 +57,7 @@ pub(crate) async fn run(client: Weak<ClientInner>, mut shutdown: watch::Receiver
 async fn renew_all(client: &ClientInner) {
     let started = Instant::now();
     let mut holds = client.holds.renewable();
-    if client.cluster {
+    if client.slot_grouped {
         holds.sort_by_key(|h| crate::naming::slot(&h.name));
     }
     let batch = client.config.lock_watchdog_batch_size;
@@ -65,7 +65,7 @@ async fn renew_all(client: &ClientInner) {
     let mut start = 0;
     while start < holds.len() {
         let mut end = (start + batch).min(holds.len());
-        if client.cluster {
+        if client.slot_grouped {
             let slot = crate::naming::slot(&holds[start].name);
             end = start
                 + holds[start..end]
@@ -150,7 +150,7 @@ async fn renew_batch(client: &ClientInner, holds: &[Arc<Hold>]) -> CycleStats {
                 hold.lease.confirm(sent_at, lease);
                 cycle.renewed += 1;
             }
-        } else if hold.lease.mark_lost() {
+        } else if hold.lease.mark_gone() {
             tracing::warn!(lock = %hold.name, owner = %hold.owner, "lock lost: renewal found it gone");
             cycle.lost += 1;
         }

@@ -245,3 +245,55 @@ async fn the_sentinel_acl_is_enough_and_role_is_needed() {
         assert_eq!(outcome.is_ok(), works, "{extra:?}: {outcome:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_subscription_is_an_error_not_a_silent_wait() {
+    use common::topology::Cluster;
+    use redisson_lock::{Error, ShardedSubscriptionMode};
+
+    // Two users: one may not SUBSCRIBE, the other may not SSUBSCRIBE.
+    let mut flags: Vec<String> = vec![];
+    for (user, refused) in [("nosub", "+subscribe"), ("noshard", "+ssubscribe")] {
+        flags.extend(["--user".to_string(), user.to_string()]);
+        flags.extend(
+            RULE.iter()
+                .chain(REPLICATED_EXTRA)
+                .filter(|p| **p != refused)
+                .map(|p| p.to_string()),
+        );
+    }
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let cluster = Cluster::start_with(0, &flags).await;
+    let holder = RedissonClient::connect(common::config(&cluster.url(), Duration::from_secs(30)))
+        .await
+        .unwrap();
+    let _held = holder.lock("app:job").unwrap().lock().await.unwrap();
+    for (user, mode) in [
+        ("nosub", ShardedSubscriptionMode::Off),
+        ("noshard", ShardedSubscriptionMode::On),
+    ] {
+        let mut config = common::config(&cluster.url(), Duration::from_secs(30));
+        config.username = Some(user.into());
+        config.password = Some("locker-pw".into());
+        config.sharded_subscription_mode = mode;
+        let waiter = RedissonClient::connect(config).await.unwrap();
+        // The refusal comes back to the waiter, instead of a subscription
+        // that "succeeded" and a wait on a lock nobody will announce.
+        let outcome = within(
+            "a refused subscription",
+            waiter.lock("app:job").unwrap().lock(),
+        )
+        .await;
+        // Either the refusal itself, or (when fred dropped the error reply)
+        // the PING that finds the connection unsubscribed.
+        match outcome {
+            Err(Error::Redis(msg)) => assert!(
+                msg.contains("NOPERM") || msg.contains("did not take effect"),
+                "{user}: {msg}"
+            ),
+            other => panic!("{user}: expected a refusal, got {other:?}"),
+        }
+        waiter.shutdown().await;
+    }
+    holder.shutdown().await;
+}

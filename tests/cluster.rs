@@ -5,8 +5,8 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use common::topology::{node_client, until, Cluster};
-use common::{command_calls, config, within};
+use common::topology::{node_client, on_node, until, Cluster};
+use common::{client, command_calls, config, within, RedisServer};
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 use redisson_lock::{naming, Error, RedissonClient};
@@ -335,4 +335,45 @@ async fn contenders_keep_mutual_exclusion_when_a_primary_dies() {
     for client in clients {
         client.shutdown().await;
     }
+}
+
+#[tokio::test]
+async fn a_cluster_behind_one_address_renews_and_deletes_by_slot() {
+    // One cluster node owning every slot, reached as a plain server: what a
+    // cluster proxy looks like to the client. It refuses cross-slot scripts.
+    let server = RedisServer::start_with(&["--cluster-enabled", "yes"]).await;
+    on_node(server.port, "CLUSTER", vec!["ADDSLOTSRANGE", "0", "16383"]).await;
+    until("cluster state ok", || async {
+        let info = on_node(server.port, "CLUSTER", vec!["INFO"]).await;
+        info.as_string()
+            .unwrap_or_default()
+            .contains("cluster_state:ok")
+    })
+    .await;
+    let client = client(&server, Duration::from_secs(1)).await;
+    // Names in two slots, renewed by one watchdog.
+    let names = ["left", "right"];
+    assert_ne!(naming::slot(names[0]), naming::slot(names[1]));
+    let guards = futures::future::join_all(names.iter().map(|n| {
+        let lock = client.lock(n).unwrap();
+        async move { lock.lock().await.unwrap() }
+    }))
+    .await;
+    let mut updates = client.watchdog_updates();
+    within("three renewal cycles", updates.wait_for(|s| s.cycles >= 3))
+        .await
+        .unwrap();
+    let stats = client.watchdog_stats();
+    assert_eq!((stats.failures, stats.lost), (0, 0), "{stats:?}");
+    assert_eq!(stats.last_cycle_scripts, 2, "one script per slot");
+    assert!(guards.iter().all(|g| !g.is_lost()));
+    for guard in guards {
+        guard.unlock().await.unwrap();
+    }
+    // Names whose channel would land in another slot are refused here.
+    assert!(matches!(
+        client.lock("a{"),
+        Err(redisson_lock::Error::InvalidArgument(_))
+    ));
+    client.shutdown().await;
 }

@@ -9,17 +9,25 @@ use fred::prelude::*;
 use redisson_lock::{Config, Error, OwnerId, RedissonClient, Unlocked};
 
 #[tokio::test]
-async fn empty_and_odd_names_are_refused() {
+async fn an_empty_name_is_refused_and_names_redisson_accepts_work() {
     let server = RedisServer::start().await;
+    let raw = server.raw().await;
     let client = client(&server, Duration::from_secs(30)).await;
-    for name in ["", "a{", "a{}b"] {
-        let err = client.lock(name).unwrap_err();
-        assert!(
-            matches!(err, Error::InvalidArgument(_)),
-            "{name:?}: {err:?}"
-        );
+    let err = client.lock("").unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    // Redisson takes these (a `{` without a usable hash tag) and they work on
+    // a single server: the keys are Redisson's, braces not added again.
+    for name in ["a{", "a{}b", "job{}", "{}", "a{tag}b"] {
+        let lock = client.lock(name).unwrap();
+        assert_eq!(lock.channel(), format!("redisson_lock__channel:{name}"));
+        let mut events = Observer::new(&server, &[&lock.channel()], &[]).await;
+        let guard = lock.lock().await.unwrap();
+        let count: String = raw.hget(name, guard.field()).await.unwrap();
+        assert_eq!(count, "1", "{name}");
+        guard.unlock().await.unwrap();
+        assert_eq!(events.next().await, (lock.channel(), "0".to_string()));
+        assert_eq!(raw.exists::<i64, _>(name).await.unwrap(), 0, "{name}");
     }
-    assert!(client.lock("a{tag}b").is_ok());
 }
 
 #[tokio::test]
@@ -180,4 +188,58 @@ async fn a_shut_down_client_refuses_work_and_has_released_its_locks() {
     assert!(matches!(lock.try_lock().await, Err(Error::Shutdown)));
     assert!(matches!(client.lock("x"), Err(Error::Shutdown)));
     drop((outer, inner));
+}
+
+#[tokio::test]
+async fn passwords_never_appear_in_errors_or_debug_output() {
+    const SECRET: &str = "s3cret-pw";
+    let server = RedisServer::start_with(&["--requirepass", SECRET]).await;
+    let good = format!("redis://default:{SECRET}@127.0.0.1:{}", server.port);
+    let mut seen: Vec<String> = vec![];
+
+    let settings = config(&good, Duration::from_secs(30));
+    seen.push(format!("{settings:?}"));
+    let client = RedissonClient::connect(settings).await.unwrap();
+    seen.push(format!("{client:?}"));
+    seen.push(format!("{:?}", client.config()));
+    client.shutdown().await;
+
+    // A wrong password, an unreachable server, a malformed URL, a TLS file
+    // for a plain address, a password given apart from the URL.
+    let wrong = format!("redis://default:{SECRET}-wrong@127.0.0.1:{}", server.port);
+    let closed = format!("redis://default:{SECRET}@127.0.0.1:{}", free_port());
+    let malformed = format!("redis://default:{SECRET}@127.0.0.1:notaport");
+    let sentinel = format!(
+        "redis-sentinel://127.0.0.1:{}?sentinelServiceName=m&sentinelPassword={SECRET}",
+        free_port()
+    );
+    for url in [&wrong, &closed, &malformed, &sentinel] {
+        let err = RedissonClient::connect(config(url, Duration::from_secs(30)))
+            .await
+            .unwrap_err();
+        seen.push(err.to_string());
+        seen.push(format!("{err:?}"));
+    }
+    let mut tls = config(&good, Duration::from_secs(30));
+    tls.tls_ca_file = Some("/nonexistent/ca.pem".into());
+    let err = RedissonClient::connect(tls).await.unwrap_err();
+    seen.push(format!("{err} {err:?}"));
+    let mut apart = config(&server.url(), Duration::from_secs(30));
+    apart.password = Some(SECRET.into());
+    seen.push(format!("{apart:?}"));
+    let err = Config::from_redisson_yaml(&format!(
+        "singleServerConfig: {{address: 'redis://u:{SECRET}@h:1', password: 7}}"
+    ))
+    .unwrap_err();
+    seen.push(format!("{err} {err:?}"));
+
+    for text in &seen {
+        assert!(!text.contains(SECRET), "password printed: {text}");
+    }
+    // What is printed still says where it went.
+    assert!(
+        seen[0].contains("redis://default:***@127.0.0.1"),
+        "{}",
+        seen[0]
+    );
 }

@@ -146,3 +146,198 @@ async fn an_unreachable_redis_is_an_error_not_a_hang() {
         "{err:?}"
     );
 }
+
+#[tokio::test]
+async fn a_settling_operation_of_the_same_owner_does_not_stretch_try_lock_for() {
+    let server = RedisServer::start().await;
+    let proxy = Proxy::start(server.port).await;
+    let raw = server.raw().await;
+    // A long command timeout: the settlement below waits as long as the
+    // replies are held back.
+    let mut settings = config(&proxy.url(), Duration::from_secs(30));
+    settings.timeout = Duration::from_secs(10);
+    let client = RedissonClient::connect(settings).await.unwrap();
+    warm_up(&server, &client).await;
+    let lock = client
+        .lock("settling")
+        .unwrap()
+        .with_owner(OwnerId::unique());
+    let mut events = Observer::new(&server, &[&lock.channel()], &[]).await;
+
+    // An acquire of this owner runs on Redis, its reply is held back and its
+    // caller leaves: the settlement holds the owner's slot until the reply.
+    proxy.stall_replies();
+    {
+        let acquire = lock.lock();
+        futures::pin_mut!(acquire);
+        drive_until("the acquire runs on Redis", &mut acquire, || async {
+            raw.exists::<i64, _>("settling").await.unwrap() == 1
+        })
+        .await;
+    }
+    // Another try of the same owner keeps to its own wait.
+    let tried = within(
+        "try_lock_for keeps to its wait",
+        lock.try_lock_for(Duration::from_millis(200)),
+    )
+    .await;
+    assert!(matches!(tried, Ok(None)), "{tried:?}");
+    proxy.resume_replies();
+    // The settlement gives the abandoned hold back.
+    assert_eq!(events.next().await, (lock.channel(), "0".to_string()));
+    assert_eq!(raw.exists::<i64, _>("settling").await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn an_unlock_that_waited_for_its_slot_is_still_sent() {
+    let server = RedisServer::start().await;
+    let proxy = Proxy::start(server.port).await;
+    let raw = server.raw().await;
+    // One attempt and a 1 ms retry delay: the unlock latch outlives a
+    // command by 1 ms, so an unlock whose clock started while it waited for
+    // the owner's slot would give up unsent.
+    let mut settings = config(&proxy.url(), Duration::from_secs(30));
+    settings.timeout = Duration::from_secs(10);
+    settings.retry_attempts = 1;
+    settings.retry_delay = Duration::from_millis(1);
+    let client = RedissonClient::connect(settings).await.unwrap();
+    warm_up(&server, &client).await;
+    let owner = OwnerId::unique();
+    let lock = client.lock("queued-unlock").unwrap().with_owner(owner);
+    let guard = lock.lock().await.unwrap();
+
+    // A re-entry of the same owner runs (2 on Redis), its caller leaves, and
+    // its settlement holds the slot while replies are held back.
+    proxy.stall_replies();
+    {
+        let again = lock.lock();
+        futures::pin_mut!(again);
+        drive_until("the re-entry runs on Redis", &mut again, || async {
+            let count: Option<String> = raw
+                .hget("queued-unlock", lock.field_of(owner))
+                .await
+                .unwrap();
+            count.as_deref() == Some("2")
+        })
+        .await;
+    }
+    let unlock = tokio::spawn(guard.unlock());
+    // The unlock now waits for the slot; let that wait outlast the latch's
+    // 1 ms margin before the settlement can finish.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    proxy.resume_replies();
+    let outcome = within("the unlock", unlock).await.unwrap();
+    assert_eq!(outcome.unwrap(), Unlocked::Released);
+    assert_eq!(raw.exists::<i64, _>("queued-unlock").await.unwrap(), 0);
+    assert_eq!(client.held_locks(), 0);
+}
+
+#[tokio::test]
+async fn an_acquire_lost_with_its_connection_is_not_sent_again() {
+    let server = RedisServer::start().await;
+    let proxy = Proxy::start(server.port).await;
+    let raw = server.raw().await;
+    let client = RedissonClient::connect(config(&proxy.url(), Duration::from_secs(30)))
+        .await
+        .unwrap();
+    warm_up(&server, &client).await;
+    let lock = client.lock("unsent").unwrap();
+    let scripts = command_calls(&raw, "evalsha").await;
+    // The script never reaches Redis and the connection closes. Whether it
+    // ran is read back (it did not), but an old copy could still arrive on
+    // a real network, so it is not sent again: the caller gets the error.
+    proxy.drop_next_request();
+    let outcome = lock.try_lock().await;
+    assert!(
+        matches!(outcome, Err(Error::Connection(_) | Error::Timeout(_))),
+        "{outcome:?}"
+    );
+    assert_eq!(command_calls(&raw, "evalsha").await, scripts, "re-sent");
+    assert_eq!(raw.exists::<i64, _>("unsent").await.unwrap(), 0);
+    assert!(
+        proxy.dropped()[0].contains("EVALSHA"),
+        "{:?}",
+        proxy.dropped()
+    );
+    // The client goes on after the reconnect.
+    lock.try_lock()
+        .await
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_subscription_slower_than_a_command_still_waits_its_time() {
+    let server = RedisServer::start().await;
+    let proxy = Proxy::start(server.port).await;
+    let holder = client(&server, Duration::from_secs(30)).await;
+    // Commands time out after 1 s; subscribing may take Redisson's 7.5 s.
+    let waiter = RedissonClient::connect(config(&proxy.url(), Duration::from_secs(30)))
+        .await
+        .unwrap();
+    // Connection 0 carries the commands, 1 the subscriptions.
+    assert_eq!(proxy.connections(), 2);
+    let channel = "redisson_lock__channel:{slow-subscribe}";
+    for patient in [true, false] {
+        let guard = holder.lock("slow-subscribe").unwrap().lock().await.unwrap();
+        proxy.delay_next_reply_on(1, Duration::from_millis(2_000));
+        let lock = waiter.lock("slow-subscribe").unwrap();
+        let waiting = tokio::spawn(async move {
+            if patient {
+                lock.try_lock_for(Duration::from_secs(60)).await
+            } else {
+                lock.lock().await.map(Some)
+            }
+        });
+        await_subscribers(&server, channel, 1).await;
+        guard.unlock().await.unwrap();
+        let taken = within("the waiter", waiting).await.unwrap();
+        let taken = taken.unwrap_or_else(|e| panic!("patient={patient}: {e}"));
+        taken.expect("acquired").unlock().await.unwrap();
+        await_subscribers(&server, channel, 0).await;
+    }
+}
+
+#[tokio::test]
+async fn waiters_survive_resets_of_the_subscriber_connection() {
+    let server = RedisServer::start().await;
+    let proxy = Proxy::start(server.port).await;
+    let holder = client(&server, Duration::from_secs(30)).await;
+    let _held = holder.lock("reset-me").unwrap().lock().await.unwrap();
+    let waiter = RedissonClient::connect(config(&proxy.url(), Duration::from_secs(30)))
+        .await
+        .unwrap();
+    let lock = waiter.lock("reset-me").unwrap();
+    for round in 0..40 {
+        // The subscriber's connection is the newest (the command connection,
+        // the first, is never reset).
+        proxy.reset(proxy.connections() - 1);
+        let outcome = lock.try_lock_for(Duration::from_millis(150)).await;
+        assert!(matches!(outcome, Ok(None)), "round {round}: {outcome:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_grant_that_arrives_after_its_lease_is_not_an_acquisition() {
+    let server = RedisServer::start().await;
+    let proxy = Proxy::start(server.port).await;
+    let raw = server.raw().await;
+    // A 1 s lease, and replies may take longer than that without timing out.
+    let mut settings = config(&proxy.url(), Duration::from_secs(1));
+    settings.timeout = Duration::from_secs(5);
+    let client = RedissonClient::connect(settings).await.unwrap();
+    warm_up(&server, &client).await;
+    let lock = client.lock("late").unwrap();
+    let scripts = command_calls(&raw, "evalsha").await;
+    proxy.delay_next_reply(Duration::from_millis(1_500));
+    let guard = lock.lock().await.unwrap();
+    assert!(!guard.is_lost(), "a guard handed out already lost");
+    let count: String = raw.hget("late", guard.field()).await.unwrap();
+    assert_eq!(count, "1");
+    // The late grant was given back and the lock taken again.
+    assert!(command_calls(&raw, "evalsha").await >= scripts + 3);
+    assert_eq!(guard.unlock().await.unwrap(), Unlocked::Released);
+}

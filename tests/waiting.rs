@@ -154,3 +154,20 @@ async fn try_lock_for_gives_up_at_its_deadline() {
         .expect("free now");
     guard.unlock().await.unwrap();
 }
+
+#[tokio::test]
+async fn sharded_mode_on_a_single_server_stays_classic_as_in_redisson() {
+    let server = RedisServer::start().await;
+    let mut settings = config(&server.url(), Duration::from_secs(30));
+    settings.sharded_subscription_mode = redisson_lock::ShardedSubscriptionMode::On;
+    let client = redisson_lock::RedissonClient::connect(settings)
+        .await
+        .unwrap();
+    // Redisson reads the setting only on a cluster: JVM waiters here listen
+    // with SUBSCRIBE, so unlocks must PUBLISH.
+    assert!(!client.sharded_pubsub());
+    let lock = client.lock("classic").unwrap();
+    let mut events = Observer::new(&server, &[&lock.channel()], &[]).await;
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    assert_eq!(events.next().await, (lock.channel(), "0".to_string()));
+}

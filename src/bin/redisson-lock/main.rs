@@ -19,19 +19,25 @@ pub const EXIT_LOST: u8 = 76;
 #[command(
     name = "redisson-lock",
     version,
-    about = "Inspect and use Redisson-compatible Redis locks"
+    about = "Inspect and use Redisson-compatible Redis locks",
+    after_help = "The password comes from the URL, REDIS_PASSWORD or --password-file \
+                  (the latter two keep it out of `ps`); it is never printed."
 )]
 struct Cli {
-    /// Redis URL: redis://[user:pass@]host:port[/db] (rediss:// for TLS), a
+    /// Redis URL: redis://[user@]host:port[/db] (rediss:// for TLS), a
     /// cluster as redis-cluster://host:port?node=host:port&node=..., or
     /// sentinels as redis-sentinel://host:port?sentinelServiceName=NAME&node=...
     #[arg(
         long,
         env = "REDIS_URL",
+        hide_env_values = true,
         default_value = "redis://127.0.0.1:6379",
         global = true
     )]
     url: String,
+    /// Read the password from FILE (its first line) instead of the URL.
+    #[arg(long, value_name = "FILE", global = true)]
+    password_file: Option<std::path::PathBuf>,
     /// Read the servers and lock settings from the Redisson YAML or JSON
     /// config file a Java service uses (overrides --url and --watchdog-timeout).
     #[arg(long, value_name = "FILE", global = true)]
@@ -102,6 +108,13 @@ fn settings(cli: &Cli) -> Result<Config, String> {
     };
     if cli.tls_ca_file.is_some() {
         config.tls_ca_file = cli.tls_ca_file.clone();
+    }
+    if let Some(path) = &cli.password_file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the password file {}: {e}", path.display()))?;
+        config.password = Some(text.lines().next().unwrap_or_default().to_string());
+    } else if let Ok(password) = std::env::var("REDIS_PASSWORD") {
+        config.password = Some(password);
     }
     Ok(config)
 }

@@ -167,3 +167,29 @@ impl Error {
         matches!(self, Error::Redis(msg) if msg.contains("WRONGTYPE"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fred::error::{Error as FredError, ErrorKind};
+
+    /// fred's texts this crate relies on, pinned: a redirect refused under
+    /// `max_redirections = 0` may be re-sent, a lost connection may not.
+    #[test]
+    fn a_redirect_is_told_apart_from_a_lost_connection() {
+        let timeout = Duration::from_secs(1);
+        let redirected = Error::from_redis(
+            &FredError::new(ErrorKind::Routing, "Too many redirections."),
+            timeout,
+        );
+        assert!(redirected.was_redirected() && redirected.outcome_unknown());
+        for lost in [
+            FredError::new(ErrorKind::Unknown, "Too many failed write attempts."),
+            FredError::new(ErrorKind::IO, "Connection closed."),
+            FredError::new(ErrorKind::Unknown, "Failed to route command."),
+        ] {
+            let lost = Error::from_redis(&lost, timeout);
+            assert!(lost.outcome_unknown() && !lost.was_redirected(), "{lost:?}");
+        }
+    }
+}

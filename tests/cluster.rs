@@ -138,6 +138,7 @@ async fn waiters_follow_their_shard_subscription_through_failover_and_resharding
         // Classic pub/sub is not used in sharded mode.
         assert_eq!(common::numsub(&node_client(owner).await, &channel).await, 0);
 
+        let moved_from = owner;
         let owner = match round {
             1 => cluster.failover(owner).await,
             2 => {
@@ -163,7 +164,17 @@ async fn waiters_follow_their_shard_subscription_through_failover_and_resharding
             !waiting.is_finished(),
             "round {round}: the waiter is still waiting"
         );
+        let moved_before = match round {
+            2 => common::topology::error_count(moved_from, "MOVED").await,
+            _ => 0,
+        };
+        // After the migration the holder's slot map is stale: its unlock is
+        // refused with MOVED (allowed no redirection), and sent again to the
+        // new owner.
         guard.unlock().await.unwrap();
+        if round == 2 {
+            assert!(common::topology::error_count(moved_from, "MOVED").await > moved_before);
+        }
         let got = within("waiter woken by SPUBLISH", waiting)
             .await
             .unwrap()

@@ -10,15 +10,15 @@ use fred::types::{Builder, ClusterHash, CustomCommand, Value};
 use tokio::sync::watch;
 
 use crate::config::{Config, ShardedSubscriptionMode};
+use crate::engine::hold::Holds;
+use crate::engine::hub::Subscriptions;
+use crate::engine::lifecycle::Lifecycle;
+use crate::engine::replica_sync::{ReplicaSync, Synced};
+use crate::engine::script::Script;
+use crate::engine::unlock_latch::LatchSweeper;
+use crate::engine::watchdog::{self, WatchdogStats};
 use crate::error::{Error, Result};
-use crate::hold::Holds;
-use crate::latch::LatchSweeper;
-use crate::lifecycle::Lifecycle;
 use crate::naming;
-use crate::pubsub::Subscriptions;
-use crate::replica_sync::{ReplicaSync, Synced};
-use crate::script::Script;
-use crate::watchdog::{self, WatchdogStats};
 use crate::RLock;
 
 /// A connection to Redis that hands out locks, like Redisson's `RedissonClient`.

@@ -72,23 +72,11 @@
 
 mod client;
 mod config;
+mod engine;
 mod error;
-mod guard;
-mod hold;
-mod latch;
-mod lease;
-mod lifecycle;
+mod lock;
 pub mod naming;
 mod owner;
-mod pubsub;
-mod redisson_file;
-mod reentry;
-mod replica_sync;
-mod rlock;
-mod script;
-mod tls;
-mod wait;
-mod watchdog;
 
 /// The README's examples, compiled as doc tests.
 #[cfg(doctest)]
@@ -96,11 +84,10 @@ mod watchdog;
 struct ReadmeDoctests;
 
 pub use client::RedissonClient;
-pub use config::{Config, ReplicaQuorum, ShardedSubscriptionMode};
+pub use config::{Config, RedissonFile, ReplicaQuorum, ShardedSubscriptionMode};
+pub use engine::lease::{LostSignal, MAX_LEASE};
+pub use engine::watchdog::WatchdogStats;
 pub use error::{Error, Result};
-pub use guard::{LockGuard, Unlocked};
-pub use lease::{LostSignal, MAX_LEASE};
+pub use lock::guard::{LockGuard, Unlocked};
+pub use lock::rlock::{Holder, RLock, Ttl};
 pub use owner::OwnerId;
-pub use redisson_file::RedissonFile;
-pub use rlock::{Holder, RLock, Ttl};
-pub use watchdog::WatchdogStats;

@@ -259,11 +259,11 @@ impl Floor {
     async fn new(server: &Server) -> Floor {
         let client = server.raw().await;
         let acquire: String = client
-            .script_load(include_str!("../../lua/acquire.lua"))
+            .script_load(include_str!("../../lua/lock/acquire.lua"))
             .await
             .unwrap();
         let unlock: String = client
-            .script_load(include_str!("../../lua/unlock.lua"))
+            .script_load(include_str!("../../lua/lock/unlock.lua"))
             .await
             .unwrap();
         Floor {

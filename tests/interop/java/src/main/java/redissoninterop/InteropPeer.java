@@ -245,47 +245,6 @@ public final class InteropPeer {
     /** Runs one command; returns the OK value (null for a bare OK). */
     private String execute(String cmd, String[] p) throws Exception {
         switch (cmd) {
-            case "lock": {
-                need(p, 3, "lock NAME tid LEASE");
-                RLock lock = redisson.getLock(p[2]);
-                long tid = Long.parseLong(p[3]);
-                long lease = Long.parseLong(p[4]);
-                if (lease < 0) {
-                    lock.lockAsync(tid).get();
-                } else {
-                    lock.lockAsync(lease, TimeUnit.MILLISECONDS, tid).get();
-                }
-                return null;
-            }
-            case "tryLock": {
-                need(p, 4, "tryLock NAME tid WAIT LEASE");
-                RLock lock = redisson.getLock(p[2]);
-                long tid = Long.parseLong(p[3]);
-                long wait = Long.parseLong(p[4]);
-                long lease = Long.parseLong(p[5]);
-                Boolean ok = lock.tryLockAsync(wait, lease, TimeUnit.MILLISECONDS, tid).get();
-                return String.valueOf(Boolean.TRUE.equals(ok));
-            }
-            case "unlock": {
-                need(p, 2, "unlock NAME tid");
-                RLock lock = redisson.getLock(p[2]);
-                long tid = Long.parseLong(p[3]);
-                lock.unlockAsync(tid).get();
-                return null;
-            }
-            case "forceUnlock": {
-                need(p, 1, "forceUnlock NAME");
-                return String.valueOf(redisson.getLock(p[2]).forceUnlock());
-            }
-            case "isLocked": {
-                need(p, 1, "isLocked NAME");
-                return String.valueOf(redisson.getLock(p[2]).isLocked());
-            }
-            case "isHeldByThread": {
-                need(p, 2, "isHeldByThread NAME tid");
-                long tid = Long.parseLong(p[3]);
-                return String.valueOf(redisson.getLock(p[2]).isHeldByThread(tid));
-            }
             case "holdCount": {
                 need(p, 2, "holdCount NAME tid");
                 long tid = Long.parseLong(p[3]);
@@ -316,9 +275,16 @@ public final class InteropPeer {
                 need(p, 0, "getId");
                 return clientId;
             }
-            case "contend": {
-                need(p, 5, "contend NAME tid ITER INSIDE_KEY COUNTER_KEY");
-                return String.valueOf(contend(p[2], Long.parseLong(p[3]), Long.parseLong(p[4]), p[5], p[6]));
+            case "contend":
+            case "fcontend": {
+                need(p, 5, cmd + " NAME tid ITER INSIDE_KEY COUNTER_KEY");
+                RLock lock = lockFor(cmd.equals("fcontend") ? "f" : "", p[2]);
+                return String.valueOf(contend(lock, Long.parseLong(p[3]), Long.parseLong(p[4]), p[5], p[6]));
+            }
+            case "rwcontend": {
+                need(p, 6, "rwcontend NAME tid ITER WRITE_EVERY WRITERS_KEY READERS_KEY");
+                return String.valueOf(rwcontend(p[2], Long.parseLong(p[3]), Long.parseLong(p[4]),
+                        Long.parseLong(p[5]), p[6], p[7]));
             }
             case "handoff": {
                 need(p, 3, "handoff NAME WAITERS DEADLINE_UNIX_MS");
@@ -328,19 +294,94 @@ public final class InteropPeer {
                 need(p, 3, "bench PREFIX CONCURRENCY DURATION_MS");
                 return bench(p[2], Integer.parseInt(p[3]), Long.parseLong(p[4]));
             }
+            default: {
+                // lock / tryLock / unlock / forceUnlock / isLocked / isHeldByThread, with an
+                // optional lock-kind prefix (see lockFor): "rlock", "wtryLock", "funlock", ...
+                String op = LOCK_OPS.containsKey(cmd) ? cmd : cmd.substring(1);
+                String prefix = cmd.substring(0, cmd.length() - op.length());
+                if (!LOCK_OPS.containsKey(op) || !LOCK_KINDS.contains(prefix)) {
+                    throw new IllegalArgumentException("unknown command");
+                }
+                return lockOp(cmd, prefix, op, p);
+            }
+        }
+    }
+
+    /** The RLock operations every lock kind answers, and their argument usage. */
+    private static final java.util.Map<String, String> LOCK_OPS = java.util.Map.of(
+            "lock", "NAME tid LEASE",
+            "tryLock", "NAME tid WAIT LEASE",
+            "unlock", "NAME tid",
+            "forceUnlock", "NAME",
+            "isLocked", "NAME",
+            "isHeldByThread", "NAME tid");
+
+    /** The lock-kind prefixes lockFor accepts. */
+    private static final java.util.Set<String> LOCK_KINDS = java.util.Set.of("", "r", "w", "f");
+
+    /**
+     * The lock a command prefix selects: "" {@code getLock}, "r" / "w" the read / write
+     * lock of {@code getReadWriteLock}, "f" {@code getFairLock}. All of them are RLocks.
+     */
+    private RLock lockFor(String prefix, String name) {
+        switch (prefix) {
+            case "":
+                return redisson.getLock(name);
+            case "r":
+                return redisson.getReadWriteLock(name).readLock();
+            case "w":
+                return redisson.getReadWriteLock(name).writeLock();
+            case "f":
+                return redisson.getFairLock(name);
+            default:
+                throw new IllegalArgumentException("unknown command");
+        }
+    }
+
+    /** One LOCK_OPS operation {@code op} on the lock {@code prefix} selects; {@code cmd} = prefix + op. */
+    private String lockOp(String cmd, String prefix, String op, String[] p) throws Exception {
+        need(p, LOCK_OPS.get(op).split(" ").length, cmd + " " + LOCK_OPS.get(op));
+        RLock lock = lockFor(prefix, p[2]);
+        switch (op) {
+            case "lock": {
+                long tid = Long.parseLong(p[3]);
+                long lease = Long.parseLong(p[4]);
+                if (lease < 0) {
+                    lock.lockAsync(tid).get();
+                } else {
+                    lock.lockAsync(lease, TimeUnit.MILLISECONDS, tid).get();
+                }
+                return null;
+            }
+            case "tryLock": {
+                long tid = Long.parseLong(p[3]);
+                long wait = Long.parseLong(p[4]);
+                long lease = Long.parseLong(p[5]);
+                Boolean ok = lock.tryLockAsync(wait, lease, TimeUnit.MILLISECONDS, tid).get();
+                return String.valueOf(Boolean.TRUE.equals(ok));
+            }
+            case "unlock":
+                lock.unlockAsync(Long.parseLong(p[3])).get();
+                return null;
+            case "forceUnlock":
+                return String.valueOf(lock.forceUnlock());
+            case "isLocked":
+                return String.valueOf(lock.isLocked());
+            case "isHeldByThread":
+                return String.valueOf(lock.isHeldByThread(Long.parseLong(p[3])));
             default:
                 throw new IllegalArgumentException("unknown command");
         }
     }
 
     /**
-     * ITER times: lock (watchdog lease, thread id tid); INCR inside (overlap if != 1);
+     * ITER times on {@code lock} (getLock or getFairLock):
+     * lock (watchdog lease, thread id tid); INCR inside (overlap if != 1);
      * non-atomic GET/SET counter+1; DECR inside; unlock. Returns the overlap count.
      * All values are plain decimal strings so raw GET/SET/INCR clients interoperate.
      */
-    private long contend(String name, long tid, long iterations, String insideKey, String counterKey)
+    private long contend(RLock lock, long tid, long iterations, String insideKey, String counterKey)
             throws Exception {
-        RLock lock = redisson.getLock(name);
         RAtomicLong inside = redisson.getAtomicLong(insideKey);
         RBucket<String> counter = redisson.getBucket(counterKey, StringCodec.INSTANCE);
         long overlaps = 0;
@@ -360,6 +401,50 @@ public final class InteropPeer {
             }
         }
         return overlaps;
+    }
+
+    /**
+     * ITER sections on the read-write lock NAME (watchdog lease, thread id tid); section i
+     * writes when i % WRITE_EVERY == 0, else reads. Write: INCR writers, GET readers
+     * (violation unless 1 and 0), DECR writers. Read: INCR readers, GET writers (violation
+     * unless 0), sleep 1 ms so readers overlap, DECR readers. Returns the violation count.
+     * Both keys hold plain decimal strings (RAtomicLong), so raw INCR/DECR/GET interoperate.
+     */
+    private long rwcontend(String name, long tid, long iterations, long writeEvery, String writersKey,
+            String readersKey) throws Exception {
+        if (writeEvery < 1) {
+            throw new IllegalArgumentException("WRITE_EVERY must be >= 1");
+        }
+        RLock read = lockFor("r", name);
+        RLock write = lockFor("w", name);
+        RAtomicLong writers = redisson.getAtomicLong(writersKey);
+        RAtomicLong readers = redisson.getAtomicLong(readersKey);
+        long violations = 0;
+        for (long i = 0; i < iterations; i++) {
+            boolean writing = i % writeEvery == 0;
+            RLock lock = writing ? write : read;
+            lock.lockAsync(tid).get();
+            try {
+                if (writing) {
+                    long w = writers.incrementAndGet();
+                    long r = readers.get();
+                    if (w != 1 || r != 0) {
+                        violations++;
+                    }
+                    writers.decrementAndGet();
+                } else {
+                    readers.incrementAndGet();
+                    if (writers.get() != 0) {
+                        violations++;
+                    }
+                    Thread.sleep(1);
+                    readers.decrementAndGet();
+                }
+            } finally {
+                lock.unlockAsync(tid).get();
+            }
+        }
+        return violations;
     }
 
     /**

@@ -1,11 +1,17 @@
-//! Client configuration, with Redisson's setting names and defaults.
+//! Client configuration, with Redisson's setting names and defaults; reading
+//! a JVM Redisson config file; TLS roots.
+
+mod redisson_file;
+pub(crate) mod tls;
+
+pub use redisson_file::RedissonFile;
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::engine::lease::MAX_LEASE;
 use crate::error::{Error, Result};
-use crate::lease::MAX_LEASE;
 
 /// Which pub/sub commands carry unlock messages. Must match the JVM fleet:
 /// Redisson's `shardedSubscriptionMode` (3.29+).
@@ -232,7 +238,7 @@ impl Config {
                     crate::naming::redact_url(&self.address)
                 )));
             };
-            tls.connector = crate::tls::connector_trusting(ca)?;
+            tls.connector = crate::config::tls::connector_trusting(ca)?;
         }
         Ok(fred)
     }

@@ -39,8 +39,8 @@ use tokio::sync::{mpsc, watch, Notify};
 use tokio::time::Instant;
 
 use crate::config::Config;
+use crate::engine::lifecycle::{until_set, Lifecycle};
 use crate::error::{Error, Result};
-use crate::lifecycle::{until_set, Lifecycle};
 
 /// Message that releases one waiter (Redisson's UNLOCK_MESSAGE).
 pub(crate) const UNLOCK_MESSAGE: i64 = 0;
@@ -225,7 +225,7 @@ impl Subscriptions {
         let Some(target) = self.channels.lock().get(channel).cloned() else {
             return;
         };
-        match crate::script::as_i64(payload) {
+        match crate::engine::script::as_i64(payload) {
             Some(UNLOCK_MESSAGE) => target.wake.notify_one(),
             Some(WAKE_ALL_MESSAGE) => target.wake.notify_waiters(),
             _ => tracing::debug!(channel, ?payload, "ignoring unknown lock message"),

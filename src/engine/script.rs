@@ -183,18 +183,18 @@ fn once(timeout: Duration) -> Options {
     }
 }
 
-/// `lua/acquire.lua`.
+/// `lua/lock/acquire.lua`.
 pub(crate) static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/acquire.lua")));
-/// `lua/unlock.lua`.
+    LazyLock::new(|| Script::new(include_str!("../../lua/lock/acquire.lua")));
+/// `lua/lock/unlock.lua`.
 pub(crate) static UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/unlock.lua")));
-/// `lua/force_unlock.lua`.
+    LazyLock::new(|| Script::new(include_str!("../../lua/lock/unlock.lua")));
+/// `lua/lock/force_unlock.lua`.
 pub(crate) static FORCE_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/force_unlock.lua")));
-/// `lua/renew.lua`.
+    LazyLock::new(|| Script::new(include_str!("../../lua/lock/force_unlock.lua")));
+/// `lua/lock/renew.lua`.
 pub(crate) static RENEW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/renew.lua")));
+    LazyLock::new(|| Script::new(include_str!("../../lua/lock/renew.lua")));
 
 /// Reads an integer reply (`Integer`, or a numeric string).
 pub(crate) fn as_i64(value: &Value) -> Option<i64> {

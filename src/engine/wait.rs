@@ -16,10 +16,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::engine::lifecycle::until_set;
 use crate::error::{Error, Result};
-use crate::guard::LockGuard;
-use crate::lifecycle::until_set;
-use crate::rlock::{Attempt, RLock};
+use crate::lock::guard::LockGuard;
+use crate::lock::rlock::{Attempt, RLock};
 
 /// How long an acquire may wait.
 pub(crate) enum Patience {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use crate::lease::LeaseState;
+use crate::engine::lease::LeaseState;
 use crate::OwnerId;
 
 /// One owner's holds on one lock, as seen by this client. Kept small: the

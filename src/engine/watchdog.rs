@@ -10,9 +10,9 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::client::ClientInner;
-use crate::hold::Hold;
-use crate::replica_sync::Synced;
-use crate::script::{self, RENEW};
+use crate::engine::hold::Hold;
+use crate::engine::replica_sync::Synced;
+use crate::engine::script::{self, RENEW};
 
 /// Counters of a client's watchdog, for metrics and tests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -25,8 +25,8 @@ use fred::types::{ClusterHash, CustomCommand, Value};
 use parking_lot::Mutex;
 
 use crate::config::{Config, ReplicaQuorum};
+use crate::engine::script::Script;
 use crate::error::{Error, Result};
-use crate::script::Script;
 
 /// How long a replica count read from INFO is trusted.
 const REPLICA_COUNT_TTL: Duration = Duration::from_secs(1);

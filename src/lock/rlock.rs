@@ -12,16 +12,16 @@ use fred::types::Value;
 use tokio::time::Instant;
 
 use crate::client::ClientInner;
+use crate::engine::hold::{Admit, Hold};
+use crate::engine::hub::UNLOCK_MESSAGE;
+use crate::engine::lease::lease_millis;
+use crate::engine::lifecycle::Busy;
+use crate::engine::replica_sync::Synced;
+use crate::engine::script::{self, ACQUIRE, FORCE_UNLOCK, UNLOCK};
+use crate::engine::wait::{self, Patience};
 use crate::error::{Error, Result};
-use crate::guard::{LockGuard, Unlocked};
-use crate::hold::{Admit, Hold};
-use crate::lease::lease_millis;
-use crate::lifecycle::Busy;
+use crate::lock::guard::{LockGuard, Unlocked};
 use crate::naming;
-use crate::pubsub::UNLOCK_MESSAGE;
-use crate::replica_sync::Synced;
-use crate::script::{self, ACQUIRE, FORCE_UNLOCK, UNLOCK};
-use crate::wait::{self, Patience};
 use crate::OwnerId;
 
 /// A handle on a lock named `name`, shared with JVM Redisson clients that call
@@ -121,7 +121,7 @@ impl RLock {
     /// acquisition gets an owner of its own).
     pub fn current_owner(&self) -> Option<OwnerId> {
         self.owner
-            .or_else(|| crate::reentry::owner_in_scope(&self.client.id, &self.name))
+            .or_else(|| crate::engine::reentry::owner_in_scope(&self.client.id, &self.name))
     }
 
     /// The owner a new acquisition uses: the current one, or a new one.
@@ -466,7 +466,7 @@ impl RLock {
                 continue;
             }
             return match ttl {
-                None if Instant::now() >= crate::lease::expires_by(sent_at, lease) => {
+                None if Instant::now() >= crate::engine::lease::expires_by(sent_at, lease) => {
                     // The grant arrived after the lease it set could have run
                     // out: someone else may hold the lock by now. Not an
                     // acquisition: give back what may still be ours, and let
@@ -725,7 +725,7 @@ impl RLock {
         let per_attempt = config.timeout + self.client.replica_sync.extra_time();
         let latch_ttl = (per_attempt.as_millis() + config.retry_delay.as_millis())
             .saturating_mul(u128::from(config.retry_attempts.max(1)))
-            .clamp(1, crate::lease::MAX_LEASE.as_millis()) as i64;
+            .clamp(1, crate::engine::lease::MAX_LEASE.as_millis()) as i64;
         // A send after the latch expired could apply the unlock a second
         // time. The latch lives from the first send, so only a request that
         // was sent already (by a caller who then left) can be too late.

@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
+use crate::engine::hold::Hold;
+use crate::engine::lease::LostSignal;
 use crate::error::Result;
-use crate::hold::Hold;
-use crate::lease::LostSignal;
 use crate::{OwnerId, RLock};
 
 /// What an unlock left behind.
@@ -102,7 +102,7 @@ impl LockGuard {
         &self,
         work: F,
     ) -> impl std::future::Future<Output = F::Output> {
-        crate::reentry::enter(
+        crate::engine::reentry::enter(
             self.lock.client.id.clone(),
             self.hold.name.clone(),
             self.hold.owner,

@@ -21,8 +21,8 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::engine::hold::Hold;
 use crate::error::{Error, Result};
-use crate::hold::Hold;
 
 /// Longest lease (and watchdog timeout) accepted: 100 years.
 pub const MAX_LEASE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);

@@ -88,6 +88,6 @@ pub use config::{Config, RedissonFile, ReplicaQuorum, ShardedSubscriptionMode};
 pub use engine::lease::{LostSignal, MAX_LEASE};
 pub use engine::watchdog::WatchdogStats;
 pub use error::{Error, Result};
-pub use lock::guard::{LockGuard, Unlocked};
-pub use lock::rlock::{Holder, RLock, Ttl};
+pub use lock::rlock::RLock;
+pub use lock::{Holder, LockGuard, Ttl, Unlocked};
 pub use owner::OwnerId;

@@ -130,8 +130,17 @@ async fn java_acquires_only_after_rusts_third_unlock() {
         assert_eq!(first.hold_count().await.unwrap(), 3);
         let guards = vec![third, second, first];
         assert_eq!(java.ok("tryLock reentrant 1 0 -1").await, "false");
+        let raw = server.raw().await;
+        let before = scripts_run(&raw).await;
         let mut java_lock = java.send("lock reentrant 1 -1").await;
-        await_subscribers(&server, "redisson_lock__channel:{reentrant}", 1).await;
+        java_is_waiting(
+            &server,
+            &raw,
+            "redisson_lock__channel:{reentrant}",
+            before,
+            version,
+        )
+        .await;
         for (i, guard) in guards.into_iter().enumerate() {
             if i < 2 {
                 guard.unlock().await.unwrap();

@@ -1,6 +1,8 @@
 //! The client's local record of the locks it holds: one [`Hold`] per
-//! (lock name, owner), with the hold count, the lease mode and the lease state.
-//! The watchdog renews from this table; guards release through it.
+//! (kind, lock name, owner), with the hold count, the lease mode and the lease
+//! state. The kind is part of the key: a read hold and a write hold of one
+//! owner on one read-write lock are two holds. The watchdog renews from this
+//! table; guards release through it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -9,12 +11,14 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
+use crate::engine::kind::LockKind;
 use crate::engine::lease::LeaseState;
 use crate::OwnerId;
 
 /// One owner's holds on one lock, as seen by this client. Kept small: the
 /// watchdog's table holds one per held lock.
 pub(crate) struct Hold {
+    pub(crate) kind: &'static dyn LockKind,
     pub(crate) name: Arc<str>,
     pub(crate) owner: OwnerId,
     pub(crate) lease: LeaseState,
@@ -40,9 +44,9 @@ struct HoldState {
 }
 
 impl Hold {
-    /// The owner's hash field: `<client-id>:<owner-id>`.
+    /// The owner's hash field, as its kind names it.
     pub(crate) fn field(&self, client_id: &str) -> String {
-        crate::naming::field_name(client_id, self.owner)
+        self.kind.field(client_id, self.owner)
     }
 
     pub(crate) fn count(&self) -> u32 {
@@ -115,7 +119,7 @@ pub(crate) enum Admit {
     Lost,
 }
 
-type HoldKey = (Arc<str>, OwnerId);
+type HoldKey = (&'static str, Arc<str>, OwnerId);
 
 /// All holds of one client.
 #[derive(Default)]
@@ -124,14 +128,20 @@ pub(crate) struct Holds {
 }
 
 impl Holds {
-    /// The live hold of `owner` on `name`, created empty if there is none.
-    /// Take its `ops` lock, then [`Holds::admit`] it before use.
-    pub(crate) fn entry(&self, name: &Arc<str>, owner: OwnerId) -> Arc<Hold> {
+    /// The live hold of `owner` on `name` (of `kind`), created empty if there
+    /// is none. Take its `ops` slot, then [`Holds::admit`] it before use.
+    pub(crate) fn entry(
+        &self,
+        kind: &'static dyn LockKind,
+        name: &Arc<str>,
+        owner: OwnerId,
+    ) -> Arc<Hold> {
         self.map
             .lock()
-            .entry((name.clone(), owner))
+            .entry((kind.name(), name.clone(), owner))
             .or_insert_with(|| {
                 Arc::new(Hold {
+                    kind,
                     name: name.clone(),
                     owner,
                     lease: LeaseState::new(),
@@ -160,9 +170,17 @@ impl Holds {
         Admit::Yes
     }
 
-    /// The live hold of `owner` on `name`, if this client has one.
-    pub(crate) fn get(&self, name: &Arc<str>, owner: OwnerId) -> Option<Arc<Hold>> {
-        self.map.lock().get(&(name.clone(), owner)).cloned()
+    /// The live hold of `owner` on `name` (of `kind`), if this client has one.
+    pub(crate) fn get(
+        &self,
+        kind: &'static dyn LockKind,
+        name: &Arc<str>,
+        owner: OwnerId,
+    ) -> Option<Arc<Hold>> {
+        self.map
+            .lock()
+            .get(&(kind.name(), name.clone(), owner))
+            .cloned()
     }
 
     /// Removes the hold from the table once it holds nothing. A lost hold
@@ -178,7 +196,7 @@ impl Holds {
     fn retire(&self, hold: &Arc<Hold>) {
         let mut map = self.map.lock();
         hold.state.lock().retired = true;
-        let key = (hold.name.clone(), hold.owner);
+        let key = (hold.kind.name(), hold.name.clone(), hold.owner);
         if map.get(&key).is_some_and(|h| Arc::ptr_eq(h, hold)) {
             map.remove(&key);
         }

@@ -1,9 +1,10 @@
-//! Unlock-message subscriptions: one Redis subscription per lock channel per
-//! client, shared by every local waiter of that lock.
+//! The subscription hub: one Redis subscription per channel per client,
+//! shared by every local waiter on that channel, whatever object it waits for.
 //!
-//! * Message `0` wakes one local waiter, `1` wakes them all (Redisson's
-//!   LockPubSub). A wake-up only triggers a new acquire attempt, so a lost or
-//!   extra message costs time, never correctness.
+//! * How a message wakes local waiters is the object kind's [`Wake`] policy,
+//!   as Redisson has a listener per kind: for locks, `0` wakes one waiter and
+//!   `1` wakes them all (LockPubSub). A wake-up only triggers a new attempt,
+//!   so a lost or extra message costs time, never correctness.
 //! * SUBSCRIBE and UNSUBSCRIBE are issued by one task, in the order the
 //!   decisions were taken, so an unsubscribe can never overtake the
 //!   re-subscription of the same channel. fred resolves SUBSCRIBE as soon as
@@ -47,6 +48,24 @@ pub(crate) const UNLOCK_MESSAGE: i64 = 0;
 /// Message that releases every waiter (Redisson's READ_UNLOCK_MESSAGE).
 pub(crate) const WAKE_ALL_MESSAGE: i64 = 1;
 
+/// How a message on a channel wakes the local waiters there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// Redisson's LockPubSub: `0` wakes one waiter, `1` wakes every waiter,
+    /// anything else is ignored.
+    OneOrAll,
+}
+
+impl Wake {
+    fn deliver(self, wake: &Notify, payload: &Value) {
+        match (self, crate::engine::script::as_i64(payload)) {
+            (Wake::OneOrAll, Some(UNLOCK_MESSAGE)) => wake.notify_one(),
+            (Wake::OneOrAll, Some(WAKE_ALL_MESSAGE)) => wake.notify_waiters(),
+            _ => tracing::debug!(?payload, "ignoring an unknown message"),
+        }
+    }
+}
+
 /// How often sharded subscriptions are checked against the cluster map.
 pub(crate) const SHARD_CHECK_PERIOD: Duration = Duration::from_secs(1);
 
@@ -54,6 +73,8 @@ type Ready = Option<std::result::Result<(), Error>>;
 
 struct Channel {
     wake: Notify,
+    /// How messages here wake waiters (set by the first waiter's kind).
+    policy: Wake,
     /// Local waiters; changed only with the registry's map locked.
     waiters: AtomicUsize,
     ready: watch::Sender<Ready>,
@@ -73,7 +94,7 @@ enum Op {
 }
 
 /// The registry of channels this client listens on.
-pub(crate) struct Subscriptions {
+pub(crate) struct Hub {
     client: SubscriberClient,
     channels: Mutex<HashMap<Arc<str>, Arc<Channel>>>,
     ops: mpsc::UnboundedSender<Op>,
@@ -81,7 +102,7 @@ pub(crate) struct Subscriptions {
 
 /// One waiter's membership of a channel; leaving is dropping it.
 pub(crate) struct Subscription {
-    registry: Arc<Subscriptions>,
+    registry: Arc<Hub>,
     name: Arc<str>,
     channel: Arc<Channel>,
 }
@@ -109,7 +130,7 @@ impl Drop for Subscription {
     }
 }
 
-impl Subscriptions {
+impl Hub {
     /// Starts the registry's tasks on an initialized subscriber client. They
     /// end when the client stops.
     pub(crate) fn start(
@@ -119,7 +140,7 @@ impl Subscriptions {
         lifecycle: &Lifecycle,
     ) -> Arc<Self> {
         let (ops, ops_rx) = mpsc::unbounded_channel();
-        let registry = Arc::new(Subscriptions {
+        let registry = Arc::new(Hub {
             client,
             channels: Mutex::new(HashMap::new()),
             ops,
@@ -157,11 +178,12 @@ impl Subscriptions {
     pub(crate) async fn join(
         self: &Arc<Self>,
         name: &str,
+        policy: Wake,
         limit: Duration,
     ) -> Result<Subscription> {
         let until = Instant::now().checked_add(limit);
         loop {
-            let membership = self.member(name);
+            let membership = self.member(name, policy);
             let failure = {
                 let mut ready = membership.channel.ready.subscribe();
                 let confirmed = ready.wait_for(Option::is_some);
@@ -195,7 +217,7 @@ impl Subscriptions {
 
     /// This waiter's membership of the channel, creating (and subscribing)
     /// the channel if it has no local waiter.
-    fn member(self: &Arc<Self>, name: &str) -> Subscription {
+    fn member(self: &Arc<Self>, name: &str, policy: Wake) -> Subscription {
         let mut map = self.channels.lock();
         let channel = match map.get(name) {
             Some(channel) => channel.clone(),
@@ -203,6 +225,7 @@ impl Subscriptions {
                 let name: Arc<str> = name.into();
                 let channel = Arc::new(Channel {
                     wake: Notify::new(),
+                    policy,
                     waiters: AtomicUsize::new(0),
                     ready: watch::Sender::new(None),
                     node: Mutex::new(None),
@@ -225,11 +248,7 @@ impl Subscriptions {
         let Some(target) = self.channels.lock().get(channel).cloned() else {
             return;
         };
-        match crate::engine::script::as_i64(payload) {
-            Some(UNLOCK_MESSAGE) => target.wake.notify_one(),
-            Some(WAKE_ALL_MESSAGE) => target.wake.notify_waiters(),
-            _ => tracing::debug!(channel, ?payload, "ignoring unknown lock message"),
-        }
+        target.policy.deliver(&target.wake, payload);
     }
 
     fn wake_all(&self) {
@@ -326,7 +345,7 @@ impl Subscriber {
 /// Issues SUBSCRIBE / UNSUBSCRIBE strictly in decision order.
 async fn run_ops(
     subscriber: Subscriber,
-    registry: std::sync::Weak<Subscriptions>,
+    registry: std::sync::Weak<Hub>,
     mut ops: mpsc::UnboundedReceiver<Op>,
 ) {
     let client = &subscriber.client;
@@ -420,7 +439,7 @@ async fn run_ops(
 }
 
 async fn listen(
-    registry: std::sync::Weak<Subscriptions>,
+    registry: std::sync::Weak<Hub>,
     mut messages: tokio::sync::broadcast::Receiver<fred::types::Message>,
 ) {
     loop {
@@ -471,7 +490,7 @@ fn shard_owner(client: &SubscriberClient, channel: &str) -> Option<String> {
 
 /// Re-reads the cluster map while shard channels are subscribed, and moves
 /// every subscription whose slot changed owner.
-async fn follow_shard_owners(registry: std::sync::Weak<Subscriptions>) {
+async fn follow_shard_owners(registry: std::sync::Weak<Hub>) {
     loop {
         tokio::time::sleep(SHARD_CHECK_PERIOD).await;
         let Some(registry) = registry.upgrade() else {
@@ -506,7 +525,7 @@ async fn follow_shard_owners(registry: std::sync::Weak<Subscriptions>) {
 }
 
 async fn restore_on_reconnect(
-    registry: std::sync::Weak<Subscriptions>,
+    registry: std::sync::Weak<Hub>,
     mut reconnects: tokio::sync::broadcast::Receiver<fred::types::config::Server>,
 ) {
     loop {

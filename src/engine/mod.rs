@@ -1,12 +1,167 @@
-//! The engine every lock object runs on: one per client.
+//! The engine every lock object runs on, one per client, the way tokio's
+//! `Mutex`, `RwLock` and `Semaphore` all sit on one `batch_semaphore`.
+//!
+//! A public object ([`crate::RLock`], [`crate::RFairLock`], the read and
+//! write locks of [`crate::RReadWriteLock`]) is a thin handle on a
+//! [`raw::RawLock`]: this engine, a [`kind::LockKind`] that describes the
+//! object (its scripts, keys, channel, wake-ups, renewal), and a name. The
+//! engine does the rest, the same way for every kind:
+//!
+//! | module | job |
+//! |---|---|
+//! | `raw` | `RawLock` (what objects wrap) and `Held` (what guards wrap); queries |
+//! | `wait` | the waiting loop: attempt, join the channel, sleep until a wake-up, TTL, deadline or shutdown |
+//! | `attempt` | one cancellation-safe acquire attempt, with lost-reply resolution |
+//! | `release` | one cancellation-safe release, replayed through the unlock latch |
+//! | `settle` | finishing what a caller abandoned; giving back untracked holds |
+//! | `hub` | one subscription per channel per client, waking waiters per the kind's policy |
+//! | `watchdog` | one timer renewing every held lock, in batches per renewal and slot |
+//! | `hold`, `lease` | what this client holds, lease deadlines, the lost signal |
+//! | `script`, `replica_sync` | sending a script once, and waiting for replicas |
+//! | `unlock_latch` | batched deletion of settled unlock latches |
+//! | `lifecycle`, `reentry`, `connection` | shutdown, scoped re-entry, building the connections |
 
+pub(crate) mod attempt;
+pub(crate) mod connection;
 pub(crate) mod hold;
 pub(crate) mod hub;
+pub(crate) mod kind;
 pub(crate) mod lease;
 pub(crate) mod lifecycle;
+pub(crate) mod raw;
 pub(crate) mod reentry;
+pub(crate) mod release;
 pub(crate) mod replica_sync;
 pub(crate) mod script;
+pub(crate) mod settle;
 pub(crate) mod unlock_latch;
 pub(crate) mod wait;
 pub(crate) mod watchdog;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::clients::Client;
+use fred::interfaces::ClientLike;
+use fred::types::Value;
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::naming;
+use hold::Holds;
+use hub::Hub;
+use kind::ScriptCall;
+use lifecycle::Lifecycle;
+use replica_sync::{ReplicaSync, Synced};
+use unlock_latch::LatchSweeper;
+use watchdog::WatchdogStats;
+
+/// The state one client shares with every lock object it hands out.
+pub(crate) struct Engine {
+    /// The client's id: the `<client-id>` of its lock fields.
+    pub(crate) id: Arc<str>,
+    pub(crate) config: Config,
+    /// The command connection (queries, latch deletions).
+    pub(crate) redis: Client,
+    /// Connections for lock writes; a lock always uses the same one, so a read
+    /// that resolves a lost reply is ordered after the write. Just `redis` on
+    /// a single server; a pool on replicated deployments, where each write's
+    /// WAIT occupies its connection until the replicas answer.
+    writers: Vec<Client>,
+    pub(crate) replica_sync: ReplicaSync,
+    pub(crate) hub: Arc<Hub>,
+    pub(crate) holds: Holds,
+    pub(crate) latches: LatchSweeper,
+    /// Multi-key commands must stay within one hash slot: a Redis Cluster, or
+    /// a cluster behind a single proxy address (found by a probe at connect).
+    pub(crate) slot_grouped: bool,
+    /// `PUBLISH` or `SPUBLISH`, passed to the scripts.
+    pub(crate) publish_command: &'static str,
+    pub(crate) stats: watch::Sender<WatchdogStats>,
+    pub(crate) lifecycle: Arc<Lifecycle>,
+}
+
+impl Engine {
+    pub(crate) fn ensure_open(&self) -> Result<()> {
+        if self.lifecycle.is_closing() {
+            Err(Error::Shutdown)
+        } else {
+            Ok(())
+        }
+    }
+
+    pub(crate) fn timeout(&self) -> Duration {
+        self.config.timeout
+    }
+
+    /// How many write connections there are.
+    pub(crate) fn writer_count(&self) -> usize {
+        self.writers.len()
+    }
+
+    /// The connection that carries every write of lock `name`.
+    pub(crate) fn writer(&self, name: &str) -> &Client {
+        let i = usize::from(naming::slot(name)) % self.writers.len();
+        &self.writers[i]
+    }
+
+    /// Runs a lock script once on the writer of its first key, then waits for
+    /// replicas if the deployment has them.
+    pub(crate) async fn write(&self, call: ScriptCall) -> Result<(Value, Synced)> {
+        let keys: Vec<&str> = call.keys.iter().map(String::as_str).collect();
+        self.replica_sync
+            .run(self.writer(keys[0]), call.script, &keys, call.args)
+            .await
+    }
+
+    /// How long shutdown waits for operations in flight: an unlock's whole
+    /// retry budget (its latch lifetime) plus one more command.
+    pub(crate) fn settle_budget(&self) -> Duration {
+        let c = &self.config;
+        let per_attempt = c.timeout + self.replica_sync.extra_time() + c.retry_delay;
+        per_attempt * c.retry_attempts.max(1) + c.timeout
+    }
+
+    /// Shuts the engine down; see `RedissonClient::shutdown`.
+    pub(crate) async fn shutdown(self: &Arc<Self>) {
+        if !self.lifecycle.begin_closing() {
+            return;
+        }
+        if !self.lifecycle.until_idle(self.settle_budget()).await {
+            tracing::warn!("shutdown: operations still running after the settle budget; going on");
+        }
+        for hold in self.holds.all() {
+            let lock = raw::RawLock::new(self.clone(), hold.kind, &hold.name);
+            while hold.count() > 0 && !hold.is_retired() {
+                let watchdog = hold.next_release_is_watchdog();
+                if release::release(&lock, &hold, watchdog).await.is_err() {
+                    break;
+                }
+            }
+            // Guards still around hold nothing any more.
+            hold.lease.mark_gone();
+        }
+        self.lifecycle.stop();
+        self.hub.quit().await;
+        let _ = self.redis.quit().await;
+        for writer in &self.writers {
+            let _ = writer.quit().await;
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.lifecycle.stop();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let mut clients = vec![self.redis.clone()];
+            clients.extend(self.writers.iter().cloned());
+            runtime.spawn(async move {
+                for client in clients {
+                    let _ = client.quit().await;
+                }
+            });
+        }
+    }
+}

@@ -7,7 +7,6 @@
 //! `max_attempts = 1`, on a client that is also built with
 //! `max_command_attempts = 1`.
 
-use std::sync::LazyLock;
 use std::time::Duration;
 
 use fred::clients::Client;
@@ -24,7 +23,7 @@ pub(crate) struct Script {
 }
 
 impl Script {
-    fn new(text: &'static str) -> Self {
+    pub(crate) fn new(text: &'static str) -> Self {
         Script {
             text,
             sha1: fred::util::sha1_hash(text),
@@ -182,19 +181,6 @@ fn once(timeout: Duration) -> Options {
         ..Options::default()
     }
 }
-
-/// `lua/lock/acquire.lua`.
-pub(crate) static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/lock/acquire.lua")));
-/// `lua/lock/unlock.lua`.
-pub(crate) static UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/lock/unlock.lua")));
-/// `lua/lock/force_unlock.lua`.
-pub(crate) static FORCE_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/lock/force_unlock.lua")));
-/// `lua/lock/renew.lua`.
-pub(crate) static RENEW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/lock/renew.lua")));
 
 /// Reads an integer reply (`Integer`, or a numeric string).
 pub(crate) fn as_i64(value: &Value) -> Option<i64> {

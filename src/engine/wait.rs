@@ -1,57 +1,83 @@
-//! Waiting for a lock: Redisson's algorithm, driven by unlock messages.
+//! Waiting for a lock, any kind: Redisson's algorithm, driven by messages.
 //!
-//! 1. Try once. 2. Join the lock's channel (one subscription per client).
+//! 1. Try once. 2. Join the kind's channel (one subscription per client).
 //! 3. Loop: arm the wake-up, try again, then sleep until a wake-up, the
 //!    lock's TTL, the caller's deadline or the client's shutdown, whichever
 //!    comes first.
 //!
 //! Trying again after joining closes the race with an unlock that happened
 //! before the subscription existed, and never sleeping past the TTL bounds
-//! the cost of a lost message to one TTL. If the caller drops the waiting
-//! future while an attempt is in flight, a background task reads the hold
-//! count (ordered after the abandoned script on the same connection) and gives
-//! the lock back if the attempt took it, so no cancelled waiter keeps a lock.
+//! the cost of a lost message to one TTL. A TTL of 0 (the fair lock: free,
+//! but another waiter is first in line) is re-checked with a bounded
+//! back-off instead of in a tight loop. If the caller drops the waiting
+//! future while an attempt is in flight, that attempt is settled in the
+//! background (`settle`), and a waiter that leaves without the lock runs its
+//! kind's give-up (the fair lock's queue entry goes), so no cancelled waiter
+//! keeps a lock or blocks a queue.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::engine::attempt::{acquire_once, Attempt};
+use crate::engine::kind::Patience;
 use crate::engine::lifecycle::until_set;
+use crate::engine::raw::{Held, RawLock};
+use crate::engine::settle::GiveUpOnDrop;
 use crate::error::{Error, Result};
-use crate::lock::guard::LockGuard;
-use crate::lock::rlock::{Attempt, RLock};
+use crate::OwnerId;
 
-/// How long an acquire may wait.
-pub(crate) enum Patience {
-    Once,
-    For(Duration),
-    Forever,
-}
+/// Back-off while the lock is free but another waiter goes first.
+const FIRST_BACKOFF: Duration = Duration::from_millis(2);
+const MAX_BACKOFF: Duration = Duration::from_millis(250);
 
 pub(crate) async fn acquire(
-    lock: &RLock,
+    lock: &RawLock,
     lease: Option<Duration>,
     patience: Patience,
-) -> Result<Option<LockGuard>> {
+) -> Result<Option<Held>> {
     let owner = lock.acquiring_owner();
-    let client = &lock.client;
+    let engine = &lock.engine;
     let deadline = match patience {
         Patience::Once => {
             // One attempt, which may first wait a command's time for the
             // owner's previous operation to settle.
-            let slot_deadline = Instant::now() + client.timeout();
-            return match lock.acquire_once(owner, lease, Some(slot_deadline)).await? {
-                Attempt::Acquired(guard) => Ok(Some(guard)),
+            let slot_deadline = Instant::now() + engine.timeout();
+            return match acquire_once(lock, owner, lease, Some(slot_deadline), patience).await? {
+                Attempt::Acquired(held) => Ok(Some(held)),
                 Attempt::Held(_) => Ok(None),
-                Attempt::Busy => Err(Error::Timeout(client.timeout())),
+                Attempt::Busy => Err(Error::Timeout(engine.timeout())),
             };
         }
         // A deadline too far to represent is no deadline.
         Patience::For(wait) => Instant::now().checked_add(wait),
         Patience::Forever => None,
     };
-    if let Attempt::Acquired(guard) = lock.acquire_once(owner, lease, deadline).await? {
-        return Ok(Some(guard));
+    // From the first attempt on, the waiter may be queued (the fair lock):
+    // leaving without the lock, in any way, must clean that up.
+    let give_up = GiveUpOnDrop::new(lock, owner, patience);
+    match wait(lock, owner, lease, patience, deadline).await {
+        Ok(Some(held)) => {
+            give_up.disarm();
+            Ok(Some(held))
+        }
+        other => {
+            give_up.now().await;
+            other
+        }
+    }
+}
+
+async fn wait(
+    lock: &RawLock,
+    owner: OwnerId,
+    lease: Option<Duration>,
+    patience: Patience,
+    deadline: Option<Instant>,
+) -> Result<Option<Held>> {
+    let engine = &lock.engine;
+    if let Attempt::Acquired(held) = acquire_once(lock, owner, lease, deadline, patience).await? {
+        return Ok(Some(held));
     }
     let Some(left) = time_left(deadline) else {
         return Ok(None);
@@ -60,24 +86,25 @@ pub(crate) async fn acquire(
     // `tryLock(wait)` the rest of its wait.
     let limit = match deadline {
         Some(_) => left,
-        None => client.config.subscription_timeout,
+        None => engine.config.subscription_timeout,
     };
-    let closing = client.lifecycle.closing();
-    let channel = lock.channel();
+    let closing = engine.lifecycle.closing();
+    let channel = lock.kind.channel(&lock.name, &lock.field_of(owner));
     let joined = tokio::select! {
-        joined = client.subscriptions.join(&channel, limit) => joined,
+        joined = engine.hub.join(&channel, lock.kind.wake(), limit) => joined,
         _ = until_set(closing.clone()) => return Err(Error::Shutdown),
     };
     let subscription = match joined {
         Err(Error::Timeout(_)) if deadline.is_some_and(|d| Instant::now() >= d) => return Ok(None),
         other => other?,
     };
+    let mut backoff = FIRST_BACKOFF;
     loop {
         let woken = subscription.woken();
         tokio::pin!(woken);
         woken.as_mut().enable();
-        let ttl = match lock.acquire_once(owner, lease, deadline).await? {
-            Attempt::Acquired(guard) => return Ok(Some(guard)),
+        let ttl = match acquire_once(lock, owner, lease, deadline, patience).await? {
+            Attempt::Acquired(held) => return Ok(Some(held)),
             Attempt::Held(ttl) => ttl,
             Attempt::Busy => return Ok(None),
         };
@@ -85,11 +112,19 @@ pub(crate) async fn acquire(
             return Ok(None);
         };
         let pause = match ttl {
-            Some(ttl) => ttl.min(left),
-            None => left,
+            Some(Duration::ZERO) => {
+                let pause = backoff;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                pause
+            }
+            Some(ttl) => {
+                backoff = FIRST_BACKOFF;
+                ttl
+            }
+            None => Duration::MAX,
         };
         tokio::select! {
-            _ = tokio::time::timeout(pause, woken) => {}
+            _ = tokio::time::timeout(pause.min(left), woken) => {}
             _ = until_set(closing.clone()) => return Err(Error::Shutdown),
         }
     }

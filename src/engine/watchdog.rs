@@ -1,18 +1,22 @@
 //! The watchdog: one timer per client that renews, every third of the
-//! watchdog timeout, every lock held without an explicit lease, up to
-//! `lockWatchdogBatchSize` locks per script and, on a cluster, one hash slot
-//! per script (Redisson's LockTask).
+//! watchdog timeout, every lock held without an explicit lease, whatever its
+//! kind: up to `lockWatchdogBatchSize` holds per script, one renewal per
+//! script (each kind names its own: Redisson's LockTask for hash fields, its
+//! ReadLockTask for read holds), and on a cluster one hash slot per script.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, LazyLock, Weak};
 
 use fred::types::Value;
 use futures::StreamExt;
-use std::sync::{Arc, Weak};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::client::ClientInner;
 use crate::engine::hold::Hold;
+use crate::engine::kind::{Renewal, ScriptCall};
 use crate::engine::replica_sync::Synced;
-use crate::engine::script::{self, RENEW};
+use crate::engine::script::{self, Script};
+use crate::engine::Engine;
 
 /// Counters of a client's watchdog, for metrics and tests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -35,8 +39,8 @@ pub struct WatchdogStats {
     pub last_cycle_micros: u64,
 }
 
-pub(crate) async fn run(client: Weak<ClientInner>, mut shutdown: watch::Receiver<bool>) {
-    let Some(period) = client.upgrade().map(|c| c.config.lock_watchdog_timeout / 3) else {
+pub(crate) async fn run(engine: Weak<Engine>, mut shutdown: watch::Receiver<bool>) {
+    let Some(period) = engine.upgrade().map(|e| e.config.lock_watchdog_timeout / 3) else {
         return;
     };
     loop {
@@ -44,43 +48,42 @@ pub(crate) async fn run(client: Weak<ClientInner>, mut shutdown: watch::Receiver
             _ = tokio::time::sleep(period) => {}
             _ = shutdown.wait_for(|stop| *stop) => return,
         }
-        let Some(client) = client.upgrade() else {
+        let Some(engine) = engine.upgrade() else {
             return;
         };
-        renew_all(&client).await;
+        renew_all(&engine).await;
     }
 }
 
-/// One renewal cycle. Batches go out concurrently, at most one per write
-/// connection, so one slow shard (a replica lagging behind a WAIT) does not
-/// delay the renewals of the others.
-async fn renew_all(client: &ClientInner) {
+/// One renewal cycle. Holds are grouped by their kind's renewal and, where
+/// multi-key scripts must stay in one slot, by slot; each group goes out in
+/// batches of at most `lockWatchdogBatchSize`. Batches go out concurrently,
+/// at most one per write connection, so one slow shard (a replica lagging
+/// behind a WAIT) does not delay the renewals of the others.
+async fn renew_all(engine: &Engine) {
     let started = Instant::now();
-    let mut holds = client.holds.renewable();
-    if client.slot_grouped {
-        holds.sort_by_key(|h| crate::naming::slot(&h.name));
+    let mut groups: BTreeMap<(&'static str, u16), Vec<Arc<Hold>>> = BTreeMap::new();
+    for hold in engine.holds.renewable() {
+        let slot = if engine.slot_grouped {
+            crate::naming::slot(&hold.name)
+        } else {
+            0
+        };
+        groups
+            .entry((hold.kind.renewal().name(), slot))
+            .or_default()
+            .push(hold);
     }
-    let batch = client.config.lock_watchdog_batch_size;
-    let mut batches = vec![];
-    let mut start = 0;
-    while start < holds.len() {
-        let mut end = (start + batch).min(holds.len());
-        if client.slot_grouped {
-            let slot = crate::naming::slot(&holds[start].name);
-            end = start
-                + holds[start..end]
-                    .iter()
-                    .take_while(|h| crate::naming::slot(&h.name) == slot)
-                    .count();
+    let batch = engine.config.lock_watchdog_batch_size;
+    let mut renewals = vec![];
+    for holds in groups.values_mut() {
+        // Holds of one lock side by side: some renewals cover a lock per entry.
+        holds.sort_by(|a, b| a.name.cmp(&b.name));
+        for chunk in holds.chunks(batch) {
+            renewals.push(renew_batch(engine, chunk));
         }
-        batches.push(&holds[start..end]);
-        start = end;
     }
-    let renewals: Vec<_> = batches
-        .into_iter()
-        .map(|holds| renew_batch(client, holds))
-        .collect();
-    let mut renewals = futures::stream::iter(renewals).buffer_unordered(client.writer_count());
+    let mut renewals = futures::stream::iter(renewals).buffer_unordered(engine.writer_count());
     let mut cycle = CycleStats::default();
     while let Some(one) = renewals.next().await {
         cycle.scripts += one.scripts;
@@ -88,7 +91,7 @@ async fn renew_all(client: &ClientInner) {
         cycle.lost += one.lost;
         cycle.failures += one.failures;
     }
-    client.stats.send_modify(|s| {
+    engine.stats.send_modify(|s| {
         s.cycles += 1;
         s.scripts += cycle.scripts;
         s.renewed += cycle.renewed;
@@ -108,17 +111,16 @@ struct CycleStats {
     failures: u64,
 }
 
-async fn renew_batch(client: &ClientInner, holds: &[Arc<Hold>]) -> CycleStats {
+/// Renews `holds` (one renewal, one slot) with one script.
+async fn renew_batch(engine: &Engine, holds: &[Arc<Hold>]) -> CycleStats {
     let mut cycle = CycleStats::default();
-    let lease = client.config.lock_watchdog_timeout;
-    let keys: Vec<&str> = holds.iter().map(|h| &*h.name).collect();
-    let mut args: Vec<Value> = Vec::with_capacity(holds.len() + 1);
-    args.push((lease.as_millis() as i64).into());
-    args.extend(holds.iter().map(|h| Value::from(h.field(&client.id))));
+    let lease = engine.config.lock_watchdog_timeout;
+    let lease_ms = lease.as_millis() as i64;
+    let (call, entries) = holds[0].kind.renewal().batch(engine, holds, lease_ms);
     let sent_at = Instant::now();
     cycle.scripts += 1;
-    let (flags, synced) = match client.write(&RENEW, &keys, args).await {
-        Ok((Value::Array(flags), synced)) if flags.len() == holds.len() => (flags, synced),
+    let (flags, synced) = match engine.write(call).await {
+        Ok((Value::Array(flags), synced)) if flags.len() == entries.len() => (flags, synced),
         Ok((other, _)) => {
             tracing::warn!(reply = ?other, "unexpected renewal reply");
             cycle.failures += 1;
@@ -144,16 +146,52 @@ async fn renew_batch(client: &ClientInner, holds: &[Arc<Hold>]) -> CycleStats {
         );
         cycle.failures += 1;
     }
-    for (hold, flag) in holds.iter().zip(flags) {
-        if script::as_i64(&flag) == Some(1) {
-            if confirmed {
-                hold.lease.confirm(sent_at, lease);
-                cycle.renewed += 1;
+    for (covered, flag) in entries.iter().zip(flags) {
+        let alive = script::as_i64(&flag) == Some(1);
+        for hold in covered.iter().map(|&i| &holds[i]) {
+            if alive {
+                if confirmed {
+                    hold.lease.confirm(sent_at, lease);
+                    cycle.renewed += 1;
+                }
+            } else if hold.lease.mark_gone() {
+                tracing::warn!(lock = %hold.name, owner = %hold.owner, kind = hold.kind.name(), "lock lost: renewal found it gone");
+                cycle.lost += 1;
             }
-        } else if hold.lease.mark_gone() {
-            tracing::warn!(lock = %hold.name, owner = %hold.owner, "lock lost: renewal found it gone");
-            cycle.lost += 1;
         }
     }
     cycle
+}
+
+/// Redisson's LockTask: for every lock held by a hash field, `HEXISTS` then
+/// `PEXPIRE` to the watchdog timeout; one reply entry per hold. Used by every
+/// kind whose hold is a field of the lock's hash (RLock, the fair lock, the
+/// write lock).
+pub(crate) struct FieldRenewal;
+
+/// `lua/lock/renew.lua`.
+static RENEW: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/lock/renew.lua")));
+
+impl Renewal for FieldRenewal {
+    fn name(&self) -> &'static str {
+        "field"
+    }
+
+    fn batch(
+        &self,
+        engine: &Engine,
+        holds: &[Arc<Hold>],
+        lease_ms: i64,
+    ) -> (ScriptCall, Vec<Vec<usize>>) {
+        let mut args: Vec<Value> = Vec::with_capacity(holds.len() + 1);
+        args.push(lease_ms.into());
+        args.extend(holds.iter().map(|h| Value::from(h.field(&engine.id))));
+        let call = ScriptCall {
+            script: &RENEW,
+            keys: holds.iter().map(|h| h.name.to_string()).collect(),
+            args,
+        };
+        (call, (0..holds.len()).map(|i| vec![i]).collect())
+    }
 }

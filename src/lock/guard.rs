@@ -1,23 +1,16 @@
-//! [`LockGuard`]: proof of one hold, released by `unlock().await` or on drop.
+//! [`LockGuard`]: proof of one hold of an exclusive lock ([`crate::RLock`],
+//! [`crate::RFairLock`]), released by `unlock().await` or on drop.
 
-use std::sync::Arc;
+use std::future::Future;
 
-use crate::engine::hold::Hold;
-use crate::engine::lease::LostSignal;
+use crate::engine::raw::Held;
 use crate::error::Result;
-use crate::{OwnerId, RLock};
-
-/// What an unlock left behind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unlocked {
-    /// The last hold was released: the lock is free and waiters were told.
-    Released,
-    /// The owner still holds the lock reentrantly (the hold count went down by one).
-    StillHeld,
-}
+use crate::lock::Unlocked;
+use crate::{LostSignal, OwnerId};
 
 /// One hold on a lock. Release it with [`LockGuard::unlock`], which reports
-/// errors; dropping the guard instead releases it in the background.
+/// errors; dropping the guard instead releases it in the background (with no
+/// tokio runtime around, the hold is only forgotten and its lease expires).
 ///
 /// Code that needs to take the lock again while holding it (a function that
 /// holds the lock calls another that takes it) runs inside
@@ -40,35 +33,27 @@ pub enum Unlocked {
 /// ```
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct LockGuard {
-    lock: RLock,
-    hold: Arc<Hold>,
-    watchdog: bool,
-    released: bool,
+    held: Held,
 }
 
 impl LockGuard {
-    pub(crate) fn new(lock: RLock, hold: Arc<Hold>, watchdog: bool) -> Self {
-        LockGuard {
-            lock,
-            hold,
-            watchdog,
-            released: false,
-        }
+    pub(crate) fn new(held: Held) -> Self {
+        LockGuard { held }
     }
 
     /// The lock's name.
     pub fn name(&self) -> &str {
-        self.lock.name()
+        self.held.name()
     }
 
     /// The owner this hold belongs to.
     pub fn owner(&self) -> OwnerId {
-        self.hold.owner
+        self.held.owner()
     }
 
     /// The hash field of the owner on Redis: `<client-id>:<owner-id>`.
     pub fn field(&self) -> String {
-        self.hold.field(&self.lock.client.id)
+        self.held.field()
     }
 
     /// Runs `work` inside this hold's scope: an acquisition of the same lock
@@ -98,86 +83,65 @@ impl LockGuard {
     /// guard.unlock().await?;
     /// # Ok(()) }
     /// ```
-    pub fn scope<F: std::future::Future>(
-        &self,
-        work: F,
-    ) -> impl std::future::Future<Output = F::Output> {
-        crate::engine::reentry::enter(
-            self.lock.client.id.clone(),
-            self.hold.name.clone(),
-            self.hold.owner,
-            work,
-        )
+    pub fn scope<F: Future>(&self, work: F) -> impl Future<Output = F::Output> {
+        self.held.scope(work)
     }
 
     /// How many times this guard's owner holds the lock, as Redis counts it
     /// (`HGET`): 1 for a single hold, more after re-entries.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::Connection`] / [`crate::Error::Timeout`].
     pub async fn hold_count(&self) -> Result<u32> {
-        self.lock.hold_count_of(self.hold.owner).await
+        self.held.hold_count().await
     }
 
     /// True when the watchdog renews this hold (no explicit lease was given).
     pub fn is_renewed(&self) -> bool {
-        self.watchdog
+        self.held.is_renewed()
     }
 
     /// True once the lock is known lost or its lease deadline has passed.
     pub fn is_lost(&self) -> bool {
-        self.hold.lease.is_lost()
+        self.held.is_lost()
     }
 
     /// Completes when the lock is lost. See [`LostSignal`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
     pub async fn lost(&self) {
         self.lost_signal().lost().await
     }
 
     /// A `'static` handle on the lost signal, to move into another task.
     pub fn lost_signal(&self) -> LostSignal {
-        LostSignal::new(self.hold.clone())
+        self.held.lost_signal()
     }
 
     /// Releases this hold. The last release of a lock deletes it and publishes
-    /// the unlock message. The release runs to completion even if this future
-    /// is dropped (a timeout around it, say).
+    /// the unlock message.
     ///
-    /// Fails with [`crate::Error::LockLost`] if the lock was lost meanwhile, or
-    /// [`crate::Error::NotHeld`] if Redis says this owner no longer holds it.
     /// If Redis counts more holds for this owner than the client recorded (an
     /// acquire whose outcome could not be resolved), the last release returns
     /// [`Unlocked::StillHeld`] and gives those back in the background.
-    pub async fn unlock(mut self) -> Result<Unlocked> {
-        self.released = true;
-        self.lock.release(&self.hold.clone(), self.watchdog).await
-    }
-}
-
-impl Drop for LockGuard {
-    fn drop(&mut self) {
-        if self.released {
-            return;
-        }
-        if self.hold.is_retired() {
-            // Nothing left to release (the client's shutdown released it).
-            return;
-        }
-        let (lock, hold, watchdog) = (self.lock.clone(), self.hold.clone(), self.watchdog);
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                // Counted before the spawn, so a shutdown waits for it.
-                let busy = lock.client.lifecycle.track();
-                runtime.spawn(async move {
-                    match lock.release(&hold, watchdog).await {
-                        Ok(_) | Err(crate::Error::LockLost { .. } | crate::Error::Shutdown) => {}
-                        Err(e) => {
-                            tracing::warn!(lock = %hold.name, error = %e, "background unlock of a dropped guard failed")
-                        }
-                    }
-                    drop(busy);
-                });
-            }
-            // No runtime to talk to Redis: stop renewing so the lease expires.
-            Err(_) => lock.forget(&hold, watchdog),
-        }
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::LockLost`] if the lock was lost meanwhile (the unlock
+    /// script still ran: it touches only this owner's field);
+    /// [`crate::Error::NotHeld`] if Redis says this owner no longer holds it;
+    /// [`crate::Error::Shutdown`] if the client's shutdown released it.
+    ///
+    /// # Cancel safety
+    ///
+    /// The release runs to completion even if this future is dropped (a
+    /// timeout around it, say), replayed through its unlock latch if needed,
+    /// so the hold is released exactly once.
+    pub async fn unlock(self) -> Result<Unlocked> {
+        self.held.unlock().await
     }
 }
 
@@ -186,7 +150,7 @@ impl std::fmt::Debug for LockGuard {
         f.debug_struct("LockGuard")
             .field("name", &self.name())
             .field("field", &self.field())
-            .field("renewed", &self.watchdog)
+            .field("renewed", &self.is_renewed())
             .field("lost", &self.is_lost())
             .finish()
     }

@@ -1,0 +1,269 @@
+//! One acquire attempt, for any kind of lock.
+//!
+//! Every script of one owner on one lock (of one kind) runs with that hold's
+//! `ops` slot taken, so that a lost reply can be resolved by comparing the
+//! hold count on Redis with ours. An attempt keeps the slot until it is
+//! settled: if its caller stops waiting, the slot passes to the background
+//! task that finishes it (`settle::FinishOnDrop`), and nothing else of that
+//! owner on that lock runs in between. Every attempt, and every settlement,
+//! counts as `Busy` for the client's shutdown.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::interfaces::{ClientLike, HashesInterface, KeysInterface};
+use fred::types::Value;
+use tokio::time::Instant;
+
+use crate::engine::hold::{Admit, Hold};
+use crate::engine::kind::Patience;
+use crate::engine::lease::{expires_by, lease_millis};
+use crate::engine::raw::{Held, RawLock};
+use crate::engine::release::{send_unlock, UnlockRequest};
+use crate::engine::replica_sync::Synced;
+use crate::engine::script;
+use crate::engine::settle::{give_back_untracked, FinishOnDrop, Unfinished};
+use crate::error::{Error, Result};
+use crate::OwnerId;
+
+/// What one acquire attempt found.
+pub(crate) enum Attempt {
+    Acquired(Held),
+    /// Held by another owner; `None` when the key has no TTL.
+    Held(Option<Duration>),
+    /// Nothing was sent: a previous operation of the same owner was still
+    /// settling when the attempt's deadline came.
+    Busy,
+}
+
+/// What reading the state said about an acquire whose reply was lost.
+enum Resolved {
+    /// The script ran and took the lock (or one more hold of it).
+    Taken,
+    /// Someone holds it; the lock's PTTL.
+    Held(i64),
+    /// Nobody holds it: the script has not run.
+    Free,
+}
+
+/// One acquire attempt for `owner`. On success the hold is recorded (and
+/// renewed by the watchdog when `lease` is `None`). Waiting for the owner's
+/// `ops` slot (a previous operation of the same owner still settling) ends at
+/// `slot_deadline` with [`Attempt::Busy`]. `patience` is the whole
+/// acquisition's, for kinds that queue with it.
+pub(crate) async fn acquire_once(
+    lock: &RawLock,
+    owner: OwnerId,
+    lease: Option<Duration>,
+    slot_deadline: Option<Instant>,
+    patience: Patience,
+) -> Result<Attempt> {
+    let busy = lock.engine.lifecycle.enter()?;
+    if let Some(refusal) = lock.kind.refuse(&lock.engine, &lock.name, owner) {
+        return Err(refusal);
+    }
+    let watchdog = lease.is_none();
+    let lease = lease.unwrap_or(lock.engine.config.lock_watchdog_timeout);
+    lease_millis(lease, "lease")?;
+    loop {
+        let hold = lock.engine.holds.entry(lock.kind, &lock.name, owner);
+        let slot = match slot_deadline {
+            Some(deadline) => match tokio::time::timeout_at(deadline, hold.ops.acquire()).await {
+                Ok(slot) => slot,
+                Err(_) => return Ok(Attempt::Busy),
+            },
+            None => hold.ops.acquire().await,
+        };
+        let slot = slot.map_err(|_| Error::Shutdown)?;
+        match lock.engine.holds.admit(&hold) {
+            Admit::Yes => {}
+            Admit::Retired => continue,
+            Admit::Lost => {
+                return Err(Error::LockLost {
+                    name: lock.name.to_string(),
+                })
+            }
+        }
+        // Nothing has been sent yet; from here the slot belongs to this
+        // attempt until it completes or is settled in the background.
+        slot.forget();
+        let finish = FinishOnDrop::new(Unfinished::Acquire {
+            lock: lock.clone(),
+            hold: hold.clone(),
+            busy,
+        });
+        let outcome = acquire_locked(lock, &hold, lease, watchdog, patience).await;
+        finish.complete();
+        return outcome;
+    }
+}
+
+async fn acquire_locked(
+    lock: &RawLock,
+    hold: &Arc<Hold>,
+    lease: Duration,
+    watchdog: bool,
+    patience: Patience,
+) -> Result<Attempt> {
+    let engine = &lock.engine;
+    let field = hold.field(&engine.id);
+    let mut attempt = 1;
+    // Re-sends after a MOVED/ASK that fred refused to follow (one attempt
+    // allowed): the server did not run the script.
+    let mut resends = 0;
+    loop {
+        let sent_at = Instant::now();
+        if hold.count() > 0 {
+            // A re-entry resets the key's TTL to this lease, maybe a shorter one.
+            hold.lease.shorten(sent_at, lease);
+        }
+        let call = lock.kind.acquire(&lock.call(&field, lease, patience));
+        let (ttl, synced) = match engine.write(call).await {
+            Ok((Value::Null, synced)) => (None, synced),
+            Ok((value, synced)) => match script::as_i64(&value) {
+                Some(ttl) => (Some(ttl), synced),
+                None => {
+                    engine.holds.retire_if_done(hold);
+                    return Err(script::unexpected("acquire", &value));
+                }
+            },
+            Err(e) if e.was_redirected() && resends < engine.config.retry_attempts => {
+                // Refused by a node that no longer owns the slot: the script
+                // did not run, so sending it again (to the new owner) cannot
+                // take the lock twice.
+                resends += 1;
+                continue;
+            }
+            // Whether the replicas have it stays unknown here; the watchdog's
+            // synced renewals cover it from the next cycle.
+            Err(e) if e.outcome_unknown() => match resolve_acquire(lock, hold, &field, &e).await {
+                Ok(Resolved::Taken) => (None, Synced::NotWaited),
+                Ok(Resolved::Held(ttl)) => (Some(ttl), Synced::NotWaited),
+                // It did not run, but after a timeout or a lost connection an
+                // old copy might still arrive: the error goes to the caller,
+                // as in Redisson.
+                Ok(Resolved::Free) => {
+                    engine.holds.retire_if_done(hold);
+                    return Err(e);
+                }
+                Err(e) => {
+                    engine.holds.retire_if_done(hold);
+                    return Err(e);
+                }
+            },
+            Err(e) => {
+                engine.holds.retire_if_done(hold);
+                return Err(lock.wrong_type(e));
+            }
+        };
+        if let (None, Synced::Short { .. }) = (ttl, synced) {
+            // Taken on the primary only: a failover now would lose it while
+            // we believe we hold it. Undo, then retry (Redisson's
+            // NoSyncedSlavesException handling).
+            let config = &engine.config;
+            if !give_back_one(lock, hold, &field).await || attempt >= config.retry_attempts {
+                engine.holds.retire_if_done(hold);
+                return Err(engine
+                    .replica_sync
+                    .not_synced("acquire", &lock.name, synced));
+            }
+            tracing::info!(lock = %lock.name, attempt, ?synced, "acquire not confirmed by replicas; undone, retrying");
+            attempt += 1;
+            tokio::time::sleep(config.retry_delay).await;
+            continue;
+        }
+        return match ttl {
+            None if Instant::now() >= expires_by(sent_at, lease) => {
+                // The grant arrived after the lease it set could have run
+                // out: someone else may hold the lock by now. Not an
+                // acquisition: give back what may still be ours, and let the
+                // caller try again within its budget.
+                tracing::warn!(lock = %lock.name, ?lease, "acquire confirmed after its lease; giving it back");
+                give_back_one(lock, hold, &field).await;
+                engine.holds.retire_if_done(hold);
+                Ok(Attempt::Held(Some(Duration::ZERO)))
+            }
+            None => {
+                hold.on_acquired(sent_at, lease, watchdog);
+                Ok(Attempt::Acquired(Held::new(
+                    lock.clone(),
+                    hold.clone(),
+                    watchdog,
+                )))
+            }
+            Some(ttl) => {
+                engine.holds.retire_if_done(hold);
+                Ok(Attempt::Held(
+                    (ttl >= 0).then(|| Duration::from_millis(ttl as u64)),
+                ))
+            }
+        };
+    }
+}
+
+/// With the `ops` slot taken: undoes one acquisition that Redis counted but
+/// this client will not record (no replica confirmed it, or it was confirmed
+/// too late). If the undo's outcome is unknown, whatever Redis counts beyond
+/// our holds is given back. False if the undo failed.
+async fn give_back_one(lock: &RawLock, hold: &Arc<Hold>, field: &str) -> bool {
+    // The holds left after the undo keep their own lease.
+    let remaining = hold.lease_after_release(false, lock.engine.config.lock_watchdog_timeout);
+    match send_unlock(lock, field, remaining, &UnlockRequest::new(), false).await {
+        Ok(_) => true,
+        // Expired meanwhile: nothing of ours is left to give back.
+        Err(Error::NotHeld { .. }) => true,
+        Err(e) => {
+            tracing::warn!(lock = %lock.name, error = %e, "undoing an acquire failed; checking what is left");
+            give_back_untracked(lock, hold).await;
+            false
+        }
+    }
+}
+
+/// The reply to an acquire was lost. Reads the hold count on the same
+/// connection (so after the script, if it was sent): one more than ours means
+/// the script ran.
+async fn resolve_acquire(
+    lock: &RawLock,
+    hold: &Hold,
+    field: &str,
+    cause: &Error,
+) -> Result<Resolved> {
+    let unknown = |e: Error| Error::OutcomeUnknown {
+        operation: "acquire",
+        name: lock.name.to_string(),
+        cause: format!("{cause}; then {e}"),
+    };
+    // A read may be re-sent (and follow a redirect) safely.
+    let options = fred::types::config::Options {
+        max_attempts: Some(3),
+        ..Default::default()
+    };
+    let redis = lock.engine.writer(&lock.name).with_options(&options);
+    let count: Option<i64> = lock
+        .query(redis.hget(&*lock.name, field))
+        .await
+        .map_err(unknown)?;
+    let count = count.unwrap_or(0);
+    let ours = i64::from(hold.count());
+    tracing::info!(lock = %lock.name, count, ours, "resolved an acquire whose reply was lost");
+    if count == ours + 1 {
+        return Ok(Resolved::Taken);
+    }
+    if count != ours {
+        return Err(unknown(Error::Redis(format!(
+            "hold count on Redis is {count}, expected {ours} or {}",
+            ours + 1
+        ))));
+    }
+    if ours > 0 {
+        // A re-entry that did not run: the lock is still ours alone.
+        return Ok(Resolved::Free);
+    }
+    let ttl: i64 = lock.query(redis.pttl(&*lock.name)).await.map_err(unknown)?;
+    Ok(if ttl == -2 {
+        Resolved::Free
+    } else {
+        Resolved::Held(ttl)
+    })
+}

@@ -1,0 +1,135 @@
+//! How a lock object describes itself to the engine.
+//!
+//! The engine knows how to attempt, wait, release, settle and renew; it does
+//! not know any Redisson object. Each object kind (RLock, fair lock, read
+//! lock, write lock, ...) is a stateless [`LockKind`]: the scripts it runs and
+//! the keys and arguments it passes them, the channel its waiters listen on
+//! and how a message there wakes them, how its holds are renewed, and what a
+//! waiter that gives up must clean up.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::types::Value;
+
+use crate::engine::hold::Hold;
+use crate::engine::hub::Wake;
+use crate::engine::script::Script;
+use crate::engine::Engine;
+use crate::OwnerId;
+
+/// One kind of lock object.
+pub(crate) trait LockKind: Send + Sync + 'static {
+    /// Short name, for logs and to tell holds of different kinds apart.
+    fn name(&self) -> &'static str;
+
+    /// The hash field that identifies `owner` in the lock: Redisson's
+    /// `lockName` (`<client-id>:<owner-id>`), with a suffix for some kinds.
+    fn field(&self, client_id: &str, owner: OwnerId) -> String {
+        crate::naming::field_name(client_id, owner)
+    }
+
+    /// The channel a waiter with this `field` listens on.
+    fn channel(&self, lock: &str, field: &str) -> String;
+
+    /// How a message on that channel wakes local waiters.
+    fn wake(&self) -> Wake {
+        Wake::OneOrAll
+    }
+
+    /// One acquire attempt. Its reply: nil when acquired, else the lock's
+    /// PTTL.
+    fn acquire(&self, call: &Call) -> ScriptCall;
+
+    /// One release through the unlock latch `latch`. Its reply: 1 released,
+    /// 0 still held (one hold fewer), nil not held by this field.
+    fn unlock(&self, call: &Call, latch: &Latch) -> ScriptCall;
+
+    /// Whether a partial release sets the key's TTL to `call.lease_ms` (the
+    /// read lock's recomputes it from its other holds instead).
+    fn unlock_resets_ttl(&self) -> bool {
+        true
+    }
+
+    /// Deletes the lock whoever holds it and wakes its waiters. Reply: 1 a
+    /// lock was deleted, 0 there was none.
+    fn force_unlock(&self, engine: &Engine, lock: &str) -> ScriptCall;
+
+    /// How held locks of this kind are renewed by the watchdog.
+    fn renewal(&self) -> &'static dyn Renewal;
+
+    /// Whether a waiter of this kind leaves state on Redis (a queue entry)
+    /// that it must clean up when it gives up.
+    fn queues(&self) -> bool {
+        false
+    }
+
+    /// What a waiter that gives up (deadline passed, future dropped) runs to
+    /// leave no trace, when [`LockKind::queues`]: the fair lock's
+    /// `acquireFailed`.
+    fn give_up(&self, _call: &Call) -> Option<ScriptCall> {
+        None
+    }
+
+    /// Checked before an acquisition by an owner that already holds other
+    /// kinds of this lock (a reader asking for the write lock), for a
+    /// request that could never succeed.
+    fn refuse(&self, _engine: &Engine, _lock: &str, _owner: OwnerId) -> Option<crate::Error> {
+        None
+    }
+}
+
+/// Everything about one call that a [`LockKind`] builds its scripts from.
+pub(crate) struct Call<'a> {
+    pub(crate) engine: &'a Engine,
+    /// The lock's name (its main key).
+    pub(crate) lock: &'a str,
+    /// The owner's field, from [`LockKind::field`].
+    pub(crate) field: &'a str,
+    /// The lease in ms: what an acquire sets, what a partial release applies.
+    pub(crate) lease_ms: i64,
+    /// How long the acquisition this call belongs to may wait (the fair lock
+    /// queues with it, or not at all for a single try).
+    #[allow(dead_code)] // until the fair lock reads it
+    pub(crate) patience: Patience,
+}
+
+/// How long an acquisition may wait.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Patience {
+    /// One attempt.
+    Once,
+    /// Up to this long in all.
+    For(Duration),
+    /// As long as it takes.
+    Forever,
+}
+
+/// The unlock latch of one release request.
+pub(crate) struct Latch {
+    pub(crate) key: String,
+    pub(crate) ttl_ms: i64,
+}
+
+/// A script and what to run it with.
+pub(crate) struct ScriptCall {
+    pub(crate) script: &'static Script,
+    pub(crate) keys: Vec<String>,
+    pub(crate) args: Vec<Value>,
+}
+
+/// One of Redisson's renewal tasks: renews a batch of holds (all of this
+/// renewal, all in one hash slot) with one script.
+pub(crate) trait Renewal: Send + Sync + 'static {
+    /// Tells renewals apart when the watchdog groups holds.
+    fn name(&self) -> &'static str;
+
+    /// The script renewing `holds` to `lease_ms`, and for each entry of its
+    /// reply (1 renewed, 0 gone) the indexes of the holds it speaks for.
+    fn batch(
+        &self,
+        engine: &Engine,
+        holds: &[Arc<Hold>],
+        lease_ms: i64,
+    ) -> (ScriptCall, Vec<Vec<usize>>);
+}

@@ -1,0 +1,341 @@
+//! [`RawLock`], what every public lock object wraps, and [`Held`], what every
+//! guard wraps: the engine's view of one lock of one kind, and of one hold.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::interfaces::{HashesInterface, KeysInterface};
+
+use crate::engine::hold::Hold;
+use crate::engine::kind::{Call, LockKind, Patience};
+use crate::engine::lease::LostSignal;
+use crate::engine::wait;
+use crate::engine::{release, script, Engine};
+use crate::error::{Error, Result};
+use crate::lock::{Holder, Ttl, Unlocked};
+use crate::OwnerId;
+
+/// One lock of one kind, as the engine sees it, and who acquires it: a
+/// fixed owner ([`RawLock::with_owner`]), else the owner of the enclosing
+/// scope of this lock, else a new owner per acquisition.
+#[derive(Clone)]
+pub(crate) struct RawLock {
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) kind: &'static dyn LockKind,
+    pub(crate) name: Arc<str>,
+    owner: Option<OwnerId>,
+}
+
+impl RawLock {
+    pub(crate) fn new(engine: Arc<Engine>, kind: &'static dyn LockKind, name: &str) -> Self {
+        RawLock {
+            engine,
+            kind,
+            name: name.into(),
+            owner: None,
+        }
+    }
+
+    /// The same lock, acting for a fixed owner.
+    pub(crate) fn with_owner(&self, owner: OwnerId) -> Self {
+        RawLock {
+            owner: Some(owner),
+            ..self.clone()
+        }
+    }
+
+    pub(crate) fn fixed_owner(&self) -> Option<OwnerId> {
+        self.owner
+    }
+
+    /// The owner an acquisition would re-enter with right now.
+    pub(crate) fn current_owner(&self) -> Option<OwnerId> {
+        self.owner
+            .or_else(|| crate::engine::reentry::owner_in_scope(&self.engine.id, &self.name))
+    }
+
+    /// The owner a new acquisition uses: the current one, or a new one.
+    pub(crate) fn acquiring_owner(&self) -> OwnerId {
+        self.current_owner().unwrap_or_else(OwnerId::unique)
+    }
+
+    /// The hash field of `owner` for this kind.
+    pub(crate) fn field_of(&self, owner: OwnerId) -> String {
+        self.kind.field(&self.engine.id, owner)
+    }
+
+    /// What the kind's scripts are built from, for one call.
+    pub(crate) fn call<'a>(
+        &'a self,
+        field: &'a str,
+        lease: Duration,
+        patience: Patience,
+    ) -> Call<'a> {
+        Call {
+            engine: &self.engine,
+            lock: &self.name,
+            field,
+            lease_ms: lease.as_millis().min(i64::MAX as u128) as i64,
+            patience,
+        }
+    }
+
+    /// Acquires for the current (or a new) owner, waiting as `patience` says.
+    pub(crate) async fn acquire(
+        &self,
+        lease: Option<Duration>,
+        patience: Patience,
+    ) -> Result<Option<Held>> {
+        if let Some(lease) = lease {
+            crate::engine::lease::lease_millis(lease, "lease")?;
+        }
+        wait::acquire(self, lease, patience).await
+    }
+
+    /// Releases one hold of the current owner without a guard (Redisson's
+    /// `unlock()`).
+    pub(crate) async fn unlock(&self) -> Result<Unlocked> {
+        self.engine.ensure_open()?;
+        // Outside a scope nobody is the current owner: an unused owner's
+        // unlock finds nothing to release, on Redis as here.
+        let owner = self.acquiring_owner();
+        match self.engine.holds.get(self.kind, &self.name, owner) {
+            Some(hold) => {
+                let watchdog = hold.next_release_is_watchdog();
+                release::release(self, &hold, watchdog).await
+            }
+            None => {
+                let field = self.field_of(owner);
+                let lease = self.engine.config.lock_watchdog_timeout;
+                release::send_unlock(self, &field, lease, &release::UnlockRequest::new(), true)
+                    .await
+                    .map(|(unlocked, _)| unlocked)
+            }
+        }
+    }
+
+    /// Deletes the lock whoever holds it and wakes its waiters.
+    pub(crate) async fn force_unlock(&self) -> Result<bool> {
+        self.engine.ensure_open()?;
+        let call = self.kind.force_unlock(&self.engine, &self.name);
+        let (reply, synced) = self
+            .engine
+            .write(call)
+            .await
+            .map_err(|e| self.wrong_type(e))?;
+        let deleted = script::as_i64(&reply) == Some(1);
+        if deleted {
+            // The whole hash is gone: every hold on it, of any kind. Holds
+            // still at zero may belong to an acquire in flight that runs
+            // after the delete and really takes the lock.
+            for hold in self.engine.holds.of_name(&self.name) {
+                if hold.count() > 0 {
+                    hold.lease.mark_gone();
+                }
+            }
+        }
+        if let crate::engine::replica_sync::Synced::Short { .. } = synced {
+            return Err(self
+                .engine
+                .replica_sync
+                .not_synced("force_unlock", &self.name, synced));
+        }
+        Ok(deleted)
+    }
+
+    /// Whether the lock's key exists (`EXISTS`).
+    pub(crate) async fn exists(&self) -> Result<bool> {
+        self.engine.ensure_open()?;
+        let n: i64 = self.query(self.engine.redis.exists(&*self.name)).await?;
+        Ok(n > 0)
+    }
+
+    /// Whether `owner` holds this kind of the lock (`HEXISTS`).
+    pub(crate) async fn is_held_by(&self, owner: OwnerId) -> Result<bool> {
+        self.engine.ensure_open()?;
+        let field = self.field_of(owner);
+        self.query(self.engine.redis.hexists(&*self.name, field))
+            .await
+    }
+
+    /// How many times `owner` holds this kind of the lock (`HGET`).
+    pub(crate) async fn hold_count_of(&self, owner: OwnerId) -> Result<u32> {
+        self.engine.ensure_open()?;
+        let field = self.field_of(owner);
+        let count: Option<i64> = self
+            .query(self.engine.redis.hget(&*self.name, field))
+            .await?;
+        Ok(count.unwrap_or(0).clamp(0, u32::MAX as i64) as u32)
+    }
+
+    /// Every field of the lock's hash (`HGETALL`).
+    pub(crate) async fn fields(&self) -> Result<HashMap<String, String>> {
+        self.engine.ensure_open()?;
+        self.query(self.engine.redis.hgetall(&*self.name)).await
+    }
+
+    /// The holders among the hash's fields that `keep` selects, decoded from
+    /// `<client-id>:<owner-id>` (after `keep` has stripped any suffix).
+    pub(crate) async fn holders(&self, keep: fn(&str) -> Option<&str>) -> Result<Vec<Holder>> {
+        let fields = self.fields().await?;
+        let mut holders: Vec<Holder> = fields
+            .iter()
+            .filter_map(|(field, count)| {
+                let field = keep(field)?;
+                let (client_id, owner) = field.rsplit_once(':')?;
+                Some(Holder {
+                    client_id: client_id.to_string(),
+                    owner: owner.to_string(),
+                    hold_count: count.parse().unwrap_or(0),
+                })
+            })
+            .collect();
+        holders.sort_by(|a, b| (&a.client_id, &a.owner).cmp(&(&b.client_id, &b.owner)));
+        Ok(holders)
+    }
+
+    /// The lock's remaining time to live (`PTTL`).
+    pub(crate) async fn remaining_ttl(&self) -> Result<Ttl> {
+        self.engine.ensure_open()?;
+        let ms: i64 = self.query(self.engine.redis.pttl(&*self.name)).await?;
+        Ok(match ms {
+            -2 => Ttl::Absent,
+            -1 => Ttl::Persistent,
+            ms => Ttl::Expires(Duration::from_millis(ms.max(0) as u64)),
+        })
+    }
+
+    /// Runs a read, mapping its error (a key of another type is `WrongType`).
+    pub(crate) async fn query<T>(
+        &self,
+        call: impl Future<Output = std::result::Result<T, fred::error::Error>>,
+    ) -> Result<T> {
+        call.await
+            .map_err(|e| self.wrong_type(Error::from_redis(&e, self.engine.timeout())))
+    }
+
+    pub(crate) fn wrong_type(&self, e: Error) -> Error {
+        if e.is_wrong_type() {
+            Error::WrongType {
+                name: self.name.to_string(),
+            }
+        } else {
+            e
+        }
+    }
+}
+
+impl std::fmt::Debug for RawLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RawLock")
+            .field("kind", &self.kind.name())
+            .field("name", &self.name)
+            .field("owner", &self.owner)
+            .finish()
+    }
+}
+
+/// One hold: what every public guard wraps. Released by [`Held::unlock`], or
+/// in the background when dropped.
+pub(crate) struct Held {
+    lock: RawLock,
+    hold: Arc<Hold>,
+    watchdog: bool,
+    released: bool,
+}
+
+impl Held {
+    pub(crate) fn new(lock: RawLock, hold: Arc<Hold>, watchdog: bool) -> Self {
+        Held {
+            lock,
+            hold,
+            watchdog,
+            released: false,
+        }
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.lock.name
+    }
+
+    pub(crate) fn owner(&self) -> OwnerId {
+        self.hold.owner
+    }
+
+    pub(crate) fn field(&self) -> String {
+        self.hold.field(&self.lock.engine.id)
+    }
+
+    /// Runs `work` so that acquisitions of this lock name through this
+    /// client inside it re-enter with this hold's owner.
+    pub(crate) fn scope<F: Future>(&self, work: F) -> impl Future<Output = F::Output> {
+        crate::engine::reentry::enter(
+            self.lock.engine.id.clone(),
+            self.hold.name.clone(),
+            self.hold.owner,
+            work,
+        )
+    }
+
+    /// The owner's hold count on Redis.
+    pub(crate) async fn hold_count(&self) -> Result<u32> {
+        self.lock.hold_count_of(self.hold.owner).await
+    }
+
+    pub(crate) fn is_renewed(&self) -> bool {
+        self.watchdog
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        self.hold.lease.is_lost()
+    }
+
+    pub(crate) fn lost_signal(&self) -> LostSignal {
+        LostSignal::new(self.hold.clone())
+    }
+
+    pub(crate) async fn unlock(mut self) -> Result<Unlocked> {
+        self.released = true;
+        release::release(&self.lock, &self.hold.clone(), self.watchdog).await
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if self.released || self.hold.is_retired() {
+            // Released, or nothing left to release (the client's shutdown did).
+            return;
+        }
+        let (lock, hold, watchdog) = (self.lock.clone(), self.hold.clone(), self.watchdog);
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                // Counted before the spawn, so a shutdown waits for it.
+                let busy = lock.engine.lifecycle.track();
+                runtime.spawn(async move {
+                    match release::release(&lock, &hold, watchdog).await {
+                        Ok(_) | Err(Error::LockLost { .. } | Error::Shutdown) => {}
+                        Err(e) => {
+                            tracing::warn!(lock = %hold.name, error = %e, "background unlock of a dropped guard failed")
+                        }
+                    }
+                    drop(busy);
+                });
+            }
+            // No runtime to talk to Redis: stop renewing so the lease expires.
+            Err(_) => crate::engine::settle::forget(&lock, &hold, watchdog),
+        }
+    }
+}
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Held")
+            .field("name", &self.name())
+            .field("field", &self.field())
+            .field("renewed", &self.watchdog)
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}

@@ -1,0 +1,240 @@
+//! One release, for any kind of lock: the kind's unlock script through an
+//! unlock latch (`redisson_unlock_latch:{name}:<request-id>`), so that a
+//! retry replays the first outcome instead of releasing twice.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::engine::hold::Hold;
+use crate::engine::kind::{Latch, Patience};
+use crate::engine::raw::RawLock;
+use crate::engine::replica_sync::Synced;
+use crate::engine::script;
+use crate::engine::settle::{give_back_untracked, FinishOnDrop, Slot, Unfinished};
+use crate::error::{Error, Result};
+use crate::lock::Unlocked;
+use crate::naming;
+
+/// One unlock request: its latch id, fixed before anything is sent, and when
+/// it was first sent (the latch's lifetime starts there). Clones share both.
+#[derive(Clone)]
+pub(crate) struct UnlockRequest {
+    id: String,
+    first_sent: Arc<std::sync::OnceLock<Instant>>,
+}
+
+impl UnlockRequest {
+    pub(crate) fn new() -> Self {
+        UnlockRequest {
+            id: format!("{:032x}", rand::random::<u128>()),
+            first_sent: Arc::default(),
+        }
+    }
+
+    fn first_sent(&self) -> Option<Instant> {
+        self.first_sent.get().copied()
+    }
+
+    /// Records the first send (now, unless an earlier one was recorded).
+    fn mark_sent(&self) -> Instant {
+        *self.first_sent.get_or_init(Instant::now)
+    }
+}
+
+/// Releases one hold recorded in `hold`. Safe to cancel: the unlock's request
+/// id is fixed before anything is sent, and if the caller stops waiting (a
+/// timeout around `unlock()`), a background task finishes the same request,
+/// replayed through its latch if it already ran; a hold is never released
+/// twice nor left in place and renewed forever.
+pub(crate) async fn release(lock: &RawLock, hold: &Arc<Hold>, watchdog: bool) -> Result<Unlocked> {
+    if hold.is_retired() && lock.engine.lifecycle.is_closing() {
+        // Released by the client's shutdown already.
+        return Err(Error::Shutdown);
+    }
+    let request = UnlockRequest::new();
+    // Armed before waiting for the slot: even a caller who gives up then
+    // must not leave the hold in place.
+    let mut finish = FinishOnDrop::new(Unfinished::Release {
+        lock: lock.clone(),
+        hold: hold.clone(),
+        watchdog,
+        request: request.clone(),
+        owns_slot: false,
+        busy: lock.engine.lifecycle.track(),
+    });
+    let slot = hold.ops.acquire().await.map_err(|_| Error::Shutdown);
+    let Ok(slot) = slot else {
+        finish.complete();
+        return Err(Error::Shutdown);
+    };
+    slot.forget();
+    finish.took_slot();
+    let (outcome, slot) = release_locked(lock, hold, watchdog, &request).await;
+    match slot {
+        Slot::Kept => finish.complete(),
+        Slot::PassedOn => finish.disarm(),
+    }
+    outcome
+}
+
+/// Releases one hold, with the hold's `ops` slot taken. After the script's
+/// reply nothing here waits, so a cancelled caller can only leave it before
+/// the bookkeeping, never halfway through.
+///
+/// A lost hold is released like any other (the script only touches this
+/// owner's field, and the key may well still be ours), but the caller hears
+/// [`Error::LockLost`]: it did not hold the lock throughout.
+///
+/// Returns what became of the slot: kept (the caller gives it back), or
+/// passed on to a background drain of untracked holds, which gives it back
+/// when done, so nothing of this owner on this lock runs meanwhile.
+pub(crate) async fn release_locked(
+    lock: &RawLock,
+    hold: &Arc<Hold>,
+    watchdog: bool,
+    request: &UnlockRequest,
+) -> (Result<Unlocked>, Slot) {
+    let engine = &lock.engine;
+    let field = hold.field(&engine.id);
+    if hold.count() == 0 {
+        engine.holds.retire_if_done(hold);
+        let err = Error::NotHeld {
+            name: lock.name.to_string(),
+            field,
+        };
+        return (Err(err), Slot::Kept);
+    }
+    let was_lost = hold.lease.is_lost();
+    let lost = |outcome: Result<Unlocked>| match outcome {
+        Ok(_) | Err(Error::NotHeld { .. }) if was_lost => Err(Error::LockLost {
+            name: lock.name.to_string(),
+        }),
+        other => other,
+    };
+    let lease = hold.lease_after_release(watchdog, engine.config.lock_watchdog_timeout);
+    let outcome = send_unlock(lock, &field, lease, request, true).await;
+    let left = hold.on_released(watchdog);
+    match &outcome {
+        Ok((Unlocked::StillHeld, sent_at)) if left > 0 => {
+            if lock.kind.unlock_resets_ttl() {
+                hold.lease.confirm(*sent_at, lease);
+            }
+        }
+        Ok((Unlocked::StillHeld, _)) => {
+            // Redis counts holds this client no longer tracks (re-acquired
+            // after a local loss, or an acquire whose outcome stayed
+            // unknown). They are this owner's: give them back too, or the
+            // lock would sit there unrenewed for a whole lease. The drain
+            // takes over the `ops` slot and the hold stays in the table until
+            // it is done, so a new acquire of this owner waits for it instead
+            // of having its hold given back.
+            let (lock, hold) = (lock.clone(), hold.clone());
+            let busy = engine.lifecycle.track();
+            tokio::spawn(async move {
+                give_back_untracked(&lock, &hold).await;
+                hold.ops.add_permits(1);
+                drop(busy);
+            });
+            return (lost(outcome.map(|(unlocked, _)| unlocked)), Slot::PassedOn);
+        }
+        Ok((Unlocked::Released, _)) if left > 0 => {
+            // Another release path freed it: the remaining guards have lost it.
+            hold.lease.mark_gone();
+        }
+        Ok((Unlocked::Released, _)) => {}
+        Err(Error::NotHeld { .. }) => {
+            hold.lease.mark_gone();
+        }
+        Err(_) => {}
+    }
+    engine.holds.retire_if_done(hold);
+    (lost(outcome.map(|(unlocked, _)| unlocked)), Slot::Kept)
+}
+
+/// Sends the kind's unlock script for `field`. A lost reply is retried with
+/// the same latch key, so a retry replays the first outcome instead of
+/// releasing twice, and never after the latch could have expired. Returns the
+/// outcome and when the request was first sent: a replayed reply describes an
+/// execution no earlier than that. With `synced`, a reply the replicas did
+/// not confirm is replayed the same way, and is an error on the last attempt.
+pub(crate) async fn send_unlock(
+    lock: &RawLock,
+    field: &str,
+    lease: Duration,
+    request: &UnlockRequest,
+    synced: bool,
+) -> Result<(Unlocked, Instant)> {
+    let engine = &lock.engine;
+    let config = &engine.config;
+    // Long enough to outlive every retry (Redisson: (timeout + delay) * attempts).
+    // A synced write may also spend slavesSyncTimeout in its WAIT.
+    let per_attempt = config.timeout + engine.replica_sync.extra_time();
+    let latch = Latch {
+        key: naming::latch_name(&lock.name, &request.id),
+        ttl_ms: (per_attempt.as_millis() + config.retry_delay.as_millis())
+            .saturating_mul(u128::from(config.retry_attempts.max(1)))
+            .clamp(1, crate::engine::lease::MAX_LEASE.as_millis()) as i64,
+    };
+    // A send after the latch expired could apply the unlock a second time.
+    // The latch lives from the first send, so only a request that was sent
+    // already (by a caller who then left) can be too late.
+    let too_late = |first: Instant, now: Instant| {
+        now + per_attempt >= first + Duration::from_millis(latch.ttl_ms as u64)
+    };
+    if let Some(first) = request.first_sent() {
+        if too_late(first, Instant::now()) {
+            return Err(Error::OutcomeUnknown {
+                operation: "unlock",
+                name: lock.name.to_string(),
+                cause: "its latch may have expired, so it cannot be replayed safely".into(),
+            });
+        }
+    }
+    let mut attempt = 0;
+    let first = request.mark_sent();
+    let reply = loop {
+        let call = lock
+            .kind
+            .unlock(&lock.call(field, lease, Patience::Once), &latch);
+        match engine.write(call).await {
+            Ok((_, short @ Synced::Short { .. })) if synced => {
+                if attempt + 1 >= config.retry_attempts
+                    || too_late(first, Instant::now() + config.retry_delay)
+                {
+                    return Err(engine.replica_sync.not_synced("unlock", &lock.name, short));
+                }
+                attempt += 1;
+                tracing::info!(lock = %lock.name, attempt, ?short, "unlock not confirmed by replicas; replaying through the latch");
+                tokio::time::sleep(config.retry_delay).await;
+            }
+            Ok((reply, _)) => break reply,
+            Err(e)
+                if e.outcome_unknown()
+                    && attempt + 1 < config.retry_attempts
+                    && !too_late(first, Instant::now() + config.retry_delay) =>
+            {
+                attempt += 1;
+                tracing::info!(lock = %lock.name, error = %e, attempt, "unlock reply lost; replaying through the latch");
+                tokio::time::sleep(config.retry_delay).await;
+            }
+            Err(e) => return Err(lock.wrong_type(e)),
+        }
+    };
+    let unlocked = match script::as_i64(&reply) {
+        Some(1) => Unlocked::Released,
+        Some(0) => Unlocked::StillHeld,
+        None if reply.is_null() => {
+            return Err(Error::NotHeld {
+                name: lock.name.to_string(),
+                field: field.to_string(),
+            })
+        }
+        _ => return Err(script::unexpected("unlock", &reply)),
+    };
+    // The latch only matters while a retry could still come; delete it now
+    // (without waiting, as Redisson does) instead of leaving it to its TTL.
+    engine.latches.discard(latch.key);
+    Ok((unlocked, first))
+}

@@ -1,0 +1,265 @@
+//! Settling what a caller left unfinished, for any kind of lock.
+//!
+//! * An acquire attempt whose caller stopped waiting: whether its script ran
+//!   is read back (the hold count, ordered after the script on the same
+//!   connection) and a hold it took is given back.
+//! * An unlock whose caller stopped waiting: the same request is finished,
+//!   replayed through its latch if it already ran.
+//! * A waiter that leaves without the lock: the kind's give-up script runs
+//!   (the fair lock leaves its queue).
+//!
+//! Each runs with the owner's `ops` slot, handed over by the abandoned
+//! operation, so nothing else of that owner on that lock runs in between;
+//! and each counts as `Busy`, so a shutdown waits for it.
+
+use std::sync::Arc;
+
+use fred::interfaces::HashesInterface;
+
+use crate::engine::hold::Hold;
+use crate::engine::kind::Patience;
+use crate::engine::lifecycle::Busy;
+use crate::engine::raw::RawLock;
+use crate::engine::release::{release_locked, send_unlock, UnlockRequest};
+use crate::error::Result;
+use crate::lock::Unlocked;
+use crate::OwnerId;
+
+/// Who holds a hold's `ops` slot after a release.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Slot {
+    /// Still the caller, who gives it back.
+    Kept,
+    /// A background task, which gives it back when done.
+    PassedOn,
+}
+
+/// An operation whose caller may stop waiting before it completes.
+pub(crate) enum Unfinished {
+    /// An acquire attempt, holding the `ops` slot: settle whether its script
+    /// ran, and give the hold back if it did.
+    Acquire {
+        lock: RawLock,
+        hold: Arc<Hold>,
+        busy: Busy,
+    },
+    /// An unlock: finish the same request (replayed through its latch).
+    Release {
+        lock: RawLock,
+        hold: Arc<Hold>,
+        watchdog: bool,
+        request: UnlockRequest,
+        /// Whether it already holds the `ops` slot.
+        owns_slot: bool,
+        busy: Busy,
+    },
+}
+
+/// Finishes, in the background, an operation whose caller stopped waiting,
+/// and hands it the `ops` slot the operation held, so nothing of the same
+/// owner on the same lock runs in between.
+pub(crate) struct FinishOnDrop(Option<Unfinished>);
+
+impl FinishOnDrop {
+    pub(crate) fn new(operation: Unfinished) -> Self {
+        FinishOnDrop(Some(operation))
+    }
+
+    /// The release now holds the `ops` slot.
+    pub(crate) fn took_slot(&mut self) {
+        if let Some(Unfinished::Release { owns_slot, .. }) = &mut self.0 {
+            *owns_slot = true;
+        }
+    }
+
+    /// The operation completed and its `ops` slot went to someone else.
+    pub(crate) fn disarm(mut self) {
+        self.0 = None;
+    }
+
+    /// The operation completed: give its `ops` slot back.
+    pub(crate) fn complete(mut self) {
+        match self.0.take() {
+            Some(Unfinished::Acquire { hold, .. }) => hold.ops.add_permits(1),
+            Some(Unfinished::Release {
+                hold,
+                owns_slot: true,
+                ..
+            }) => hold.ops.add_permits(1),
+            _ => {}
+        }
+    }
+}
+
+impl Drop for FinishOnDrop {
+    fn drop(&mut self) {
+        let Some(pending) = self.0.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            // Nothing can talk to Redis: stop tracking; leases expire.
+            match pending {
+                Unfinished::Acquire { lock, hold, .. } => {
+                    lock.engine.holds.retire_if_done(&hold);
+                    hold.ops.add_permits(1);
+                }
+                Unfinished::Release {
+                    lock,
+                    hold,
+                    watchdog,
+                    owns_slot,
+                    ..
+                } => {
+                    forget(&lock, &hold, watchdog);
+                    if owns_slot {
+                        hold.ops.add_permits(1);
+                    }
+                }
+            }
+            return;
+        };
+        match pending {
+            Unfinished::Acquire { lock, hold, busy } => {
+                runtime.spawn(async move {
+                    give_back_untracked(&lock, &hold).await;
+                    hold.ops.add_permits(1);
+                    drop(busy);
+                });
+            }
+            Unfinished::Release {
+                lock,
+                hold,
+                watchdog,
+                request,
+                owns_slot,
+                busy,
+            } => {
+                runtime.spawn(async move {
+                    if !owns_slot {
+                        match hold.ops.acquire().await {
+                            Ok(slot) => slot.forget(),
+                            Err(_) => return,
+                        }
+                    }
+                    let (outcome, slot) = release_locked(&lock, &hold, watchdog, &request).await;
+                    if let Err(e) = outcome {
+                        tracing::warn!(lock = %hold.name, error = %e, "finishing an abandoned unlock failed");
+                    }
+                    if slot == Slot::Kept {
+                        hold.ops.add_permits(1);
+                    }
+                    drop(busy);
+                });
+            }
+        }
+    }
+}
+
+/// With the hold's `ops` slot taken: reads the owner's hold count on Redis
+/// and releases whatever exceeds ours (acquires this client never recorded).
+/// The read is ordered after any script this owner sent on the same
+/// connection.
+pub(crate) async fn give_back_untracked(lock: &RawLock, hold: &Arc<Hold>) {
+    let engine = &lock.engine;
+    let field = hold.field(&engine.id);
+    let count: Result<Option<i64>> = lock
+        .query(engine.writer(&lock.name).hget(&*lock.name, &field))
+        .await;
+    let extra = match count {
+        Ok(count) => count.unwrap_or(0) - i64::from(hold.count()),
+        Err(e) => {
+            tracing::warn!(lock = %lock.name, error = %e, "could not check for untracked holds; any expire with their lease");
+            0
+        }
+    };
+    let lease = hold.lease_after_release(false, engine.config.lock_watchdog_timeout);
+    for _ in 0..extra.clamp(0, 64) {
+        tracing::info!(lock = %lock.name, "giving back a hold this client did not record");
+        match send_unlock(lock, &field, lease, &UnlockRequest::new(), true).await {
+            Ok((Unlocked::StillHeld, _)) => {}
+            Ok((Unlocked::Released, _)) => break,
+            Err(e) => {
+                tracing::warn!(lock = %lock.name, error = %e, "giving back an untracked hold failed; it expires with its lease");
+                break;
+            }
+        }
+    }
+    engine.holds.retire_if_done(hold);
+}
+
+/// Drops one hold locally without telling Redis (no runtime to do it).
+pub(crate) fn forget(lock: &RawLock, hold: &Arc<Hold>, watchdog: bool) {
+    hold.on_released(watchdog);
+    lock.engine.holds.retire_if_done(hold);
+}
+
+/// Runs the kind's give-up script for `owner`, who waited with `patience`
+/// and leaves without the lock, after anything of that owner still settling
+/// (it takes the owner's `ops` slot). Kinds without one send nothing.
+pub(crate) async fn give_up(lock: &RawLock, owner: OwnerId, patience: Patience) {
+    if !lock.kind.queues() {
+        return;
+    }
+    let field = lock.field_of(owner);
+    let lease = lock.engine.config.lock_watchdog_timeout;
+    let Some(call) = lock.kind.give_up(&lock.call(&field, lease, patience)) else {
+        return;
+    };
+    let hold = lock.engine.holds.entry(lock.kind, &lock.name, owner);
+    let Ok(slot) = hold.ops.acquire().await else {
+        return;
+    };
+    if let Err(e) = lock.engine.write(call).await {
+        tracing::warn!(lock = %lock.name, error = %e, "giving up a wait left a trace; it expires with its deadline");
+    }
+    lock.engine.holds.retire_if_done(&hold);
+    drop(slot);
+}
+
+/// Gives up a wait when dropped while armed: a waiter that stops waiting
+/// (its future dropped) leaves nothing behind.
+pub(crate) struct GiveUpOnDrop {
+    lock: RawLock,
+    owner: OwnerId,
+    patience: Patience,
+    armed: bool,
+}
+
+impl GiveUpOnDrop {
+    pub(crate) fn new(lock: &RawLock, owner: OwnerId, patience: Patience) -> Self {
+        GiveUpOnDrop {
+            lock: lock.clone(),
+            owner,
+            patience,
+            armed: true,
+        }
+    }
+
+    /// Gives up now.
+    pub(crate) async fn now(mut self) {
+        self.armed = false;
+        give_up(&self.lock, self.owner, self.patience).await;
+    }
+
+    /// The wait ended with the lock: nothing to give up.
+    pub(crate) fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for GiveUpOnDrop {
+    fn drop(&mut self) {
+        if !self.armed || !self.lock.kind.queues() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (lock, owner, patience) = (self.lock.clone(), self.owner, self.patience);
+        let busy = lock.engine.lifecycle.track();
+        runtime.spawn(async move {
+            give_up(&lock, owner, patience).await;
+            drop(busy);
+        });
+    }
+}

@@ -11,7 +11,7 @@ use crate::engine::watchdog::WatchdogStats;
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::naming;
-use crate::RLock;
+use crate::{RFairLock, RLock, RReadWriteLock};
 
 /// A connection to Redis that hands out locks, like Redisson's `RedissonClient`.
 ///
@@ -90,6 +90,28 @@ impl RedissonClient {
     pub fn lock(&self, name: &str) -> Result<RLock> {
         self.checked(name)?;
         Ok(RLock::new(self.engine.clone(), name))
+    }
+
+    /// A handle on the read-write lock `name` (Redisson's
+    /// `getReadWriteLock`). Nothing is sent to Redis; the name is checked.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedissonClient::lock`].
+    pub fn read_write_lock(&self, name: &str) -> Result<RReadWriteLock> {
+        self.checked(name)?;
+        Ok(RReadWriteLock::new(self.engine.clone(), name))
+    }
+
+    /// A handle on the fair lock `name` (Redisson's `getFairLock`). Nothing
+    /// is sent to Redis; the name is checked.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedissonClient::lock`].
+    pub fn fair_lock(&self, name: &str) -> Result<RFairLock> {
+        self.checked(name)?;
+        Ok(RFairLock::new(self.engine.clone(), name))
     }
 
     /// Whether unlock messages use sharded pub/sub (`SPUBLISH`).

@@ -88,6 +88,8 @@ pub use config::{Config, RedissonFile, ReplicaQuorum, ShardedSubscriptionMode};
 pub use engine::lease::{LostSignal, MAX_LEASE};
 pub use engine::watchdog::WatchdogStats;
 pub use error::{Error, Result};
+pub use lock::fair::RFairLock;
+pub use lock::read_write::{RReadWriteLock, ReadGuard, ReadLock, RwMode, WriteGuard, WriteLock};
 pub use lock::rlock::RLock;
 pub use lock::{Holder, LockGuard, Ttl, Unlocked};
 pub use owner::OwnerId;

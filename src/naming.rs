@@ -6,6 +6,11 @@ use crate::error::{Error, Result};
 const CHANNEL_PREFIX: &str = "redisson_lock__channel";
 /// Prefix of the per-request unlock latch key (Redisson 3.24+).
 const LATCH_PREFIX: &str = "redisson_unlock_latch";
+/// Prefix of a read-write lock's channel.
+const RWLOCK_CHANNEL_PREFIX: &str = "redisson_rwlock";
+/// Prefixes of a fair lock's waiting queue (list) and deadlines (sorted set).
+const FAIR_QUEUE_PREFIX: &str = "redisson_lock_queue";
+const FAIR_TIMEOUT_PREFIX: &str = "redisson_lock_timeout";
 
 /// Redisson's `prefixName`: `prefix:{name}`, or `prefix:name` when the name
 /// already contains `{` (it then carries its own hash tag).
@@ -17,9 +22,56 @@ fn prefix_name(prefix: &str, name: &str) -> String {
     }
 }
 
-/// The pub/sub channel of a lock: `redisson_lock__channel:{name}`.
+/// Redisson's `suffixName`: `{name}:suffix`, or `name:suffix` when the name
+/// already contains `{`.
+fn suffix_name(name: &str, suffix: &str) -> String {
+    if name.contains('{') {
+        format!("{name}:{suffix}")
+    } else {
+        format!("{{{name}}}:{suffix}")
+    }
+}
+
+/// The pub/sub channel of a lock (RLock, fair lock): `redisson_lock__channel:{name}`.
 pub fn channel_name(name: &str) -> String {
     prefix_name(CHANNEL_PREFIX, name)
+}
+
+/// The pub/sub channel of a read-write lock: `redisson_rwlock:{name}`.
+pub fn rwlock_channel_name(name: &str) -> String {
+    prefix_name(RWLOCK_CHANNEL_PREFIX, name)
+}
+
+/// The prefix of one reader's per-hold timeout keys:
+/// `{name}:<client-id>:<owner-id>:rwlock_timeout` (hold `n` is `...:n`).
+pub fn read_timeout_prefix(name: &str, field: &str) -> String {
+    format!("{}:rwlock_timeout", suffix_name(name, field))
+}
+
+/// What a read-write lock's scripts put in front of a field to find its
+/// timeout keys: `{name}`, or `name` when the name has its own `{`.
+pub fn read_key_prefix(name: &str) -> String {
+    if name.contains('{') {
+        name.to_string()
+    } else {
+        format!("{{{name}}}")
+    }
+}
+
+/// A fair lock's waiting queue: `redisson_lock_queue:{name}` (a list).
+pub fn fair_queue_name(name: &str) -> String {
+    prefix_name(FAIR_QUEUE_PREFIX, name)
+}
+
+/// A fair lock's waiter deadlines: `redisson_lock_timeout:{name}` (a sorted set).
+pub fn fair_timeout_name(name: &str) -> String {
+    prefix_name(FAIR_TIMEOUT_PREFIX, name)
+}
+
+/// The channel one fair-lock waiter listens on:
+/// `redisson_lock__channel:{name}:<client-id>:<owner-id>`.
+pub fn fair_waiter_channel(name: &str, field: &str) -> String {
+    format!("{}:{field}", channel_name(name))
 }
 
 /// The unlock latch key of one unlock request:
@@ -157,6 +209,38 @@ pub(crate) fn redact(text: &str, url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn read_write_and_fair_names_follow_redisson() {
+        let field = "8743c9c0-0795-4907-87fd-6c719a6b4586:1";
+        assert_eq!(rwlock_channel_name("doc"), "redisson_rwlock:{doc}");
+        assert_eq!(
+            read_timeout_prefix("doc", field),
+            format!("{{doc}}:{field}:rwlock_timeout")
+        );
+        assert_eq!(
+            read_timeout_prefix("a{t}b", field),
+            format!("a{{t}}b:{field}:rwlock_timeout")
+        );
+        assert_eq!(read_key_prefix("doc"), "{doc}");
+        assert_eq!(read_key_prefix("a{t}b"), "a{t}b");
+        assert_eq!(fair_queue_name("q"), "redisson_lock_queue:{q}");
+        assert_eq!(fair_timeout_name("q"), "redisson_lock_timeout:{q}");
+        assert_eq!(
+            fair_waiter_channel("q", field),
+            format!("redisson_lock__channel:{{q}}:{field}")
+        );
+        // Every key of one lock shares its slot.
+        for key in [
+            rwlock_channel_name("doc"),
+            read_timeout_prefix("doc", field),
+            fair_queue_name("doc"),
+            fair_timeout_name("doc"),
+            fair_waiter_channel("doc", field),
+        ] {
+            assert_eq!(slot(&key), slot("doc"), "{key}");
+        }
+    }
 
     #[test]
     fn names_follow_redisson() {

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::java::{JavaPeer, VERSIONS};
+use common::java::{java_is_waiting, scripts_run, JavaPeer, VERSIONS};
 use common::*;
 use fred::prelude::*;
 use redisson_lock::{Holder, Ttl};
@@ -292,37 +292,6 @@ async fn two_java_and_two_rust_clients_share_a_counter_without_overlap() {
         assert_eq!(counter, "800", "{version}");
         java_a.quit().await;
         java_b.quit().await;
-    }
-}
-
-/// Scripts Redis has run so far (EVAL and EVALSHA).
-async fn scripts_run(raw: &fred::clients::Client) -> u64 {
-    command_calls(raw, "evalsha").await + command_calls(raw, "eval").await
-}
-
-/// Waits until a Java `lock` sent after `scripts_before` is really waiting:
-/// subscribed, and its retry after subscribing has run on Redis.
-async fn java_is_waiting(
-    server: &RedisServer,
-    raw: &fred::clients::Client,
-    channel: &str,
-    scripts_before: u64,
-    version: &str,
-) {
-    await_subscribers(server, channel, 1).await;
-    within("Java's retry after subscribing", async {
-        while scripts_run(raw).await < scripts_before + 2 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await;
-    if version.starts_with("3.") {
-        // Redisson 3.16 registers its wake-up listener only after handling
-        // that retry's reply; an unlock message arriving in between is missed
-        // and it sleeps until the TTL (observed: lock free, Java subscribed,
-        // no further attempt; docs/interop.md). That happens inside the JVM
-        // with no event to await, so give it a moment.
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

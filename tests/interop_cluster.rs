@@ -137,3 +137,108 @@ async fn java_and_rust_share_a_counter_on_a_cluster() {
     java.quit().await;
     rust.shutdown().await;
 }
+
+/// Waits until `channel` has one subscriber: on its slot's owner in sharded
+/// mode, anywhere in the cluster otherwise.
+async fn one_subscriber(cluster: &Cluster, owner: u16, channel: &str, sharded: bool) {
+    until("a waiter subscribed", || async {
+        if sharded {
+            subscribers(owner, channel, true).await == 1
+        } else {
+            classic_subscribers(cluster, channel).await == 1
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_write_and_fair_locks_wake_across_sides_on_a_cluster() {
+    let cluster = Cluster::start().await;
+    for (profile, version) in VERSIONS {
+        let sharded = version.starts_with("4.");
+        let java = JavaPeer::start_cluster(profile, version, &cluster.addresses(), 30_000).await;
+        let mut c = config(&cluster.url(), Duration::from_secs(30));
+        if !sharded {
+            c.sharded_subscription_mode = ShardedSubscriptionMode::Off;
+        }
+        let rust = RedissonClient::connect(c).await.unwrap();
+
+        // Read-write lock: Java's write unlock wakes a Rust reader; Rust's
+        // write unlock wakes a Java reader.
+        let name = format!("cluster-rw-{version}");
+        let rw = rust.read_write_lock(&name).unwrap();
+        let owner = cluster.owner_of(naming::slot(&name)).await;
+        java.ok(&format!("wlock {name} 1 {LONG_LEASE_MS}")).await;
+        let reader = tokio::spawn({
+            let read = rw.read();
+            async move { read.lock().await }
+        });
+        one_subscriber(&cluster, owner, &rw.channel(), sharded).await;
+        java.ok(&format!("wunlock {name} 1")).await;
+        let reading = within("Rust reader woken by Java", reader)
+            .await
+            .unwrap()
+            .unwrap();
+        reading.unlock().await.unwrap();
+        let writing = rw
+            .write()
+            .lock_with_lease(Duration::from_millis(LONG_LEASE_MS))
+            .await
+            .unwrap();
+        let before = scripts_run(owner).await;
+        let java_reads = java.send(&format!("rlock {name} 2 -1")).await;
+        one_subscriber(&cluster, owner, &rw.channel(), sharded).await;
+        until("Java's retry after subscribing", || async {
+            scripts_run(owner).await >= before + 2
+        })
+        .await;
+        if !sharded {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        writing.unlock().await.unwrap();
+        within("Java reader woken by Rust", java_reads)
+            .await
+            .unwrap()
+            .unwrap();
+        java.ok(&format!("runlock {name} 2")).await;
+
+        // Fair lock: Rust's release tells the Java waiter on its own channel,
+        // and Java's tells the Rust waiter.
+        let name = format!("cluster-fair-{version}");
+        let fair = rust.fair_lock(&name).unwrap();
+        let owner = cluster.owner_of(naming::slot(&name)).await;
+        let held = fair.lock().await.unwrap();
+        let java_field = format!("{}:1", java.client_id);
+        let java_channel = naming::fair_waiter_channel(&name, &java_field);
+        let before = scripts_run(owner).await;
+        let java_waits = java.send(&format!("flock {name} 1 -1")).await;
+        one_subscriber(&cluster, owner, &java_channel, sharded).await;
+        until("Java's retry after subscribing", || async {
+            scripts_run(owner).await >= before + 2
+        })
+        .await;
+        if !sharded {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        held.unlock().await.unwrap();
+        within("Java waiter told by Rust", java_waits)
+            .await
+            .unwrap()
+            .unwrap();
+        let rust_owner = fair.with_owner(redisson_lock::OwnerId::new(7).unwrap());
+        let rust_channel = naming::fair_waiter_channel(
+            &name,
+            &fair.field_of(redisson_lock::OwnerId::new(7).unwrap()),
+        );
+        let rust_waits = tokio::spawn(async move { rust_owner.lock().await });
+        one_subscriber(&cluster, owner, &rust_channel, sharded).await;
+        java.ok(&format!("funlock {name} 1")).await;
+        let guard = within("Rust waiter told by Java", rust_waits)
+            .await
+            .unwrap()
+            .unwrap();
+        guard.unlock().await.unwrap();
+        java.quit().await;
+        rust.shutdown().await;
+    }
+}

@@ -121,6 +121,12 @@ pub struct Config {
     pub reconnect_max_delay: Duration,
     /// Pub/sub flavour for unlock messages.
     pub sharded_subscription_mode: ShardedSubscriptionMode,
+    /// How long a fair-lock waiter that waits without a limit (`lock()`)
+    /// keeps its place in the queue: the budget its queue deadline is
+    /// counted with (Redisson's `fairLockWaitTimeout`, default 5 min). Use
+    /// the JVM fleet's value, so deadlines agree.
+    #[serde(with = "millis")]
+    pub fair_lock_wait_timeout: Duration,
     /// On a cluster or sentinel deployment, refuse a lock write that no
     /// replica confirmed (Redisson's `checkLockSyncedSlaves`, default true):
     /// an acquire is undone and retried up to `retryAttempts` times. When
@@ -159,6 +165,7 @@ impl std::fmt::Debug for Config {
             .field("retry_delay", &self.retry_delay)
             .field("reconnect", &self.reconnect)
             .field("sharded_subscription_mode", &self.sharded_subscription_mode)
+            .field("fair_lock_wait_timeout", &self.fair_lock_wait_timeout)
             .field("check_lock_synced_slaves", &self.check_lock_synced_slaves)
             .field("slaves_sync_timeout", &self.slaves_sync_timeout)
             .field("replica_quorum", &self.replica_quorum)
@@ -189,6 +196,7 @@ impl Default for Config {
             reconnect_min_delay: Duration::from_millis(100),
             reconnect_max_delay: Duration::from_secs(5),
             sharded_subscription_mode: ShardedSubscriptionMode::Auto,
+            fair_lock_wait_timeout: Duration::from_secs(300),
             check_lock_synced_slaves: true,
             slaves_sync_timeout: Duration::from_secs(1),
             replica_quorum: ReplicaQuorum::Any,
@@ -268,6 +276,7 @@ impl Config {
             ("timeout", self.timeout),
             ("connectTimeout", self.connect_timeout),
             ("subscriptionTimeout", self.subscription_timeout),
+            ("fairLockWaitTimeout", self.fair_lock_wait_timeout),
         ] {
             if value.is_zero() || value > MAX_LEASE {
                 return Err(Error::Config(format!(

@@ -96,6 +96,7 @@ fn read(root: Value) -> Result<RedissonFile> {
                 config.lock_watchdog_batch_size = count(&key, &value)? as usize
             }
             "checkLockSyncedSlaves" => config.check_lock_synced_slaves = boolean(&key, &value)?,
+            "fairLockWaitTimeout" => config.fair_lock_wait_timeout = millis(&key, &value)?,
             _ => ignored.push(key),
         }
     }

@@ -193,9 +193,14 @@ async fn acquire_locked(
             }
             Some(ttl) => {
                 engine.holds.retire_if_done(hold);
-                Ok(Attempt::Held(
-                    (ttl >= 0).then(|| Duration::from_millis(ttl as u64)),
-                ))
+                Ok(Attempt::Held(match ttl {
+                    // A key without a TTL: only a message can end the wait.
+                    -1 => None,
+                    // No key, yet not acquired (the fair lock: someone else
+                    // is first in line): try again soon.
+                    ttl if ttl < 0 => Some(Duration::ZERO),
+                    ttl => Some(Duration::from_millis(ttl as u64)),
+                }))
             }
         };
     }

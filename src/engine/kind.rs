@@ -90,7 +90,6 @@ pub(crate) struct Call<'a> {
     pub(crate) lease_ms: i64,
     /// How long the acquisition this call belongs to may wait (the fair lock
     /// queues with it, or not at all for a single try).
-    #[allow(dead_code)] // until the fair lock reads it
     pub(crate) patience: Patience,
 }
 

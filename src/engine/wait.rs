@@ -29,7 +29,7 @@ use crate::OwnerId;
 
 /// Back-off while the lock is free but another waiter goes first.
 const FIRST_BACKOFF: Duration = Duration::from_millis(2);
-const MAX_BACKOFF: Duration = Duration::from_millis(250);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 pub(crate) async fn acquire(
     lock: &RawLock,

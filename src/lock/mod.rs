@@ -2,7 +2,9 @@
 //! types they share. Each object is a thin handle on the engine's `RawLock`
 //! plus a `LockKind` that tells the engine its scripts, keys and channel.
 
+pub(crate) mod fair;
 pub(crate) mod guard;
+pub(crate) mod read_write;
 pub(crate) mod rlock;
 
 use std::time::Duration;

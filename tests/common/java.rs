@@ -170,3 +170,34 @@ impl JavaPeer {
         let _ = self.child.wait().await;
     }
 }
+
+/// Scripts Redis has run so far (EVAL and EVALSHA).
+pub async fn scripts_run(raw: &fred::clients::Client) -> u64 {
+    super::command_calls(raw, "evalsha").await + super::command_calls(raw, "eval").await
+}
+
+/// Waits until a Java `lock` sent after `scripts_before` is really waiting:
+/// subscribed, and its retry after subscribing has run on Redis.
+pub async fn java_is_waiting(
+    server: &super::RedisServer,
+    raw: &fred::clients::Client,
+    channel: &str,
+    scripts_before: u64,
+    version: &str,
+) {
+    super::await_subscribers(server, channel, 1).await;
+    within("Java's retry after subscribing", async {
+        while scripts_run(raw).await < scripts_before + 2 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    if version.starts_with("3.") {
+        // Redisson 3.16 registers its wake-up listener only after handling
+        // that retry's reply; an unlock message arriving in between is missed
+        // and it sleeps until the TTL (observed: lock free, Java subscribed,
+        // no further attempt; docs/interop.md). That happens inside the JVM
+        // with no event to await, so give it a moment.
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}

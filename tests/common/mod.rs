@@ -515,6 +515,30 @@ pub async fn warm_up(server: &RedisServer, client: &RedissonClient) {
     let _: Value = client.redis().ping(None).await.unwrap();
 }
 
+/// Waits until every unlock latch is deleted (they are deleted fire and
+/// forget, in batches) and the deletion's reply has reached `client`, so
+/// that the next reply `client` gets is for its next request.
+pub async fn latches_settled(server: &RedisServer, client: &RedissonClient) {
+    let raw = server.raw().await;
+    topology::until("unlock latches deleted", || async {
+        let latches: Vec<String> = raw
+            .custom(
+                fred::types::CustomCommand::new_static(
+                    "KEYS",
+                    fred::types::ClusterHash::Random,
+                    false,
+                ),
+                vec!["redisson_unlock_latch:*"],
+            )
+            .await
+            .unwrap();
+        latches.is_empty()
+    })
+    .await;
+    // The DEL's reply comes back before this one on the same connection.
+    let _: Value = client.redis().ping(None).await.unwrap();
+}
+
 /// INFO commandstats calls of one command (lowercase name), 0 if never called.
 pub async fn command_calls(raw: &Client, command: &str) -> u64 {
     let info: String = raw

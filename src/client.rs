@@ -89,7 +89,7 @@ impl RedissonClient {
     /// [`RedissonClient::shutdown`].
     pub fn lock(&self, name: &str) -> Result<RLock> {
         self.checked(name)?;
-        Ok(RLock::new(self.engine.clone(), name))
+        Ok(crate::lock::handle::Lock::new(self.engine.clone(), name))
     }
 
     /// A handle on the read-write lock `name` (Redisson's
@@ -111,7 +111,7 @@ impl RedissonClient {
     /// As [`RedissonClient::lock`].
     pub fn fair_lock(&self, name: &str) -> Result<RFairLock> {
         self.checked(name)?;
-        Ok(RFairLock::new(self.engine.clone(), name))
+        Ok(crate::lock::handle::Lock::new(self.engine.clone(), name))
     }
 
     /// Whether unlock messages use sharded pub/sub (`SPUBLISH`).

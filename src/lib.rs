@@ -89,7 +89,18 @@ pub use engine::lease::{LostSignal, MAX_LEASE};
 pub use engine::watchdog::WatchdogStats;
 pub use error::{Error, Result};
 pub use lock::fair::RFairLock;
-pub use lock::read_write::{RReadWriteLock, ReadGuard, ReadLock, RwMode, WriteGuard, WriteLock};
+pub use lock::handle::Lock;
+pub use lock::read_write::{RReadWriteLock, ReadLock, RwMode, WriteLock};
 pub use lock::rlock::RLock;
 pub use lock::{Holder, LockGuard, Ttl, Unlocked};
+
+/// The kinds of [`Lock`]: type-level tags that pick the Redisson protocol a
+/// lock speaks. Use the aliases instead ([`RLock`], [`RFairLock`],
+/// [`ReadLock`], [`WriteLock`]).
+pub mod kind {
+    pub use crate::lock::fair::Fair;
+    pub use crate::lock::handle::Kind;
+    pub use crate::lock::read_write::{Read, Write};
+    pub use crate::lock::rlock::Reentrant;
+}
 pub use owner::OwnerId;

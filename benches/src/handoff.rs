@@ -21,16 +21,22 @@ pub enum Kind {
     RedissonLock,
     JvmRedisson,
     Rslock,
+    /// The fair lock: each hand-off goes to the first in line.
+    RedissonLockFair,
+    JvmRedissonFair,
 }
 
 impl Kind {
     pub const ALL: [Kind; 3] = [Kind::RedissonLock, Kind::JvmRedisson, Kind::Rslock];
+    pub const FAIR: [Kind; 2] = [Kind::RedissonLockFair, Kind::JvmRedissonFair];
 
     fn name(self) -> &'static str {
         match self {
             Kind::RedissonLock => "redisson-lock",
             Kind::JvmRedisson => "Redisson 4.7.0 (JVM)",
             Kind::Rslock => "rslock 0.10 (polling)",
+            Kind::RedissonLockFair => "redisson-lock fair",
+            Kind::JvmRedissonFair => "Redisson 4.7.0 fair (JVM)",
         }
     }
 
@@ -39,7 +45,17 @@ impl Kind {
             Kind::RedissonLock => "redisson-lock",
             Kind::JvmRedisson => "jvm",
             Kind::Rslock => "rslock",
+            Kind::RedissonLockFair => "redisson-lock-fair",
+            Kind::JvmRedissonFair => "jvm-fair",
         }
+    }
+
+    fn jvm(self) -> bool {
+        matches!(self, Kind::JvmRedisson | Kind::JvmRedissonFair)
+    }
+
+    fn fair(self) -> bool {
+        matches!(self, Kind::RedissonLockFair | Kind::JvmRedissonFair)
     }
 }
 
@@ -106,6 +122,10 @@ pub async fn run(
                     .unwrap(),
             ),
         ),
+        kind if kind.fair() => (
+            Some(ours.fair_lock(&name).unwrap().lock().await.unwrap()),
+            None,
+        ),
         _ => (Some(ours.lock(&name).unwrap().lock().await.unwrap()), None),
     };
 
@@ -170,8 +190,8 @@ pub async fn run(
     }
     let attempts = match kind {
         // Every release is one script: the first holder's and each waiter's.
-        Kind::RedissonLock | Kind::JvmRedisson => scripts.saturating_sub(stamps.len() as u64 + 1),
         Kind::Rslock => delta("set"),
+        _ => scripts.saturating_sub(stamps.len() as u64 + 1),
     };
     Row {
         implementation: kind.name(),
@@ -234,7 +254,7 @@ struct Worker {
 
 impl Worker {
     async fn start(kind: Kind, server: &Server) -> Worker {
-        let mut child = if kind == Kind::JvmRedisson {
+        let mut child = if kind.jvm() {
             server.jvm_peer()
         } else {
             tokio::process::Command::new(std::env::current_exe().unwrap())
@@ -256,7 +276,7 @@ impl Worker {
             lines: BufReader::new(empty).lines(),
             kind,
         };
-        if kind == Kind::JvmRedisson {
+        if kind.jvm() {
             lines.next_line().await.unwrap().expect("READY");
             // Warm the JIT on Redisson's lock paths before measuring.
             worker
@@ -275,6 +295,7 @@ impl Worker {
     async fn begin(&mut self, name: &str, count: usize, deadline_ms: u64) {
         let line = match self.kind {
             Kind::JvmRedisson => format!("h handoff {name} {count} {deadline_ms}\n"),
+            Kind::JvmRedissonFair => format!("h handoff {name} {count} {deadline_ms} f\n"),
             _ => format!("{name} {count} {deadline_ms}\n"),
         };
         self.stdin.write_all(line.as_bytes()).await.unwrap();
@@ -306,7 +327,9 @@ pub async fn worker(args: &[String]) {
     let (kind, url) = (args[0].as_str(), args[1].clone());
     // Connect first: the start line comes once every process is up.
     let ours = match kind {
-        "redisson-lock" => Some(redisson_lock::RedissonClient::from_url(&url).await.unwrap()),
+        "redisson-lock" | "redisson-lock-fair" => {
+            Some(redisson_lock::RedissonClient::from_url(&url).await.unwrap())
+        }
         _ => None,
     };
     let manager = rslock::LockManager::new(vec![url]);
@@ -326,6 +349,19 @@ pub async fn worker(args: &[String]) {
             let client = ours.expect("connected above");
             for _ in 0..count {
                 let lock = client.lock(&name).unwrap();
+                tasks.push(tokio::spawn(async move {
+                    let guard = lock.try_lock_for(left()).await.ok()??;
+                    let acq = micros_now();
+                    let rel = micros_now();
+                    guard.unlock().await.ok()?;
+                    Some((acq, rel))
+                }));
+            }
+        }
+        "redisson-lock-fair" => {
+            let client = ours.expect("connected above");
+            for _ in 0..count {
+                let lock = client.fair_lock(&name).unwrap();
                 tasks.push(tokio::spawn(async move {
                     let guard = lock.try_lock_for(left()).await.ok()??;
                     let acq = micros_now();

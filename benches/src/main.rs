@@ -8,6 +8,7 @@
 //!
 //! `cargo run --release -p redisson-lock-bench -- [--quick] [--out results.json]`
 //! starts its own redis-server on a free port; `REDIS_URL` uses another.
+//! `... -- watchdog 10000 100000` runs item 4 alone.
 
 mod alloc;
 mod cluster;
@@ -76,6 +77,13 @@ async fn main() {
     let scales: &[usize] = if quick { &[1_000] } else { &[10_000, 100_000] };
 
     let server = server::Server::start().await;
+    if args.get(1).map(String::as_str) == Some("watchdog") {
+        // Item 4 alone: `watchdog N...` held locks.
+        for n in args[2..].iter().filter_map(|n| n.parse().ok()) {
+            println!("{}", watchdog::run(&server, n).await);
+        }
+        return;
+    }
     let mut results = Results {
         redis_version: server.version().await,
         duration_ms: duration.as_millis() as u64,
@@ -112,6 +120,15 @@ async fn main() {
                 eprintln!("{row}");
                 results.handoff.push(row);
             }
+        }
+    }
+    // The fair lock hands off to one waiter at a time, in line: up to 100
+    // waiters in one process.
+    for kind in handoff::Kind::FAIR {
+        for &n in waiters.iter().filter(|&&n| n <= 100) {
+            let row = handoff::run(&server, kind, n, 1, budget).await;
+            eprintln!("{row}");
+            results.handoff.push(row);
         }
     }
     for &n in scales {

@@ -186,7 +186,7 @@ async fn acquire_locked(
             None => {
                 hold.on_acquired(sent_at, lease, watchdog);
                 Ok(Attempt::Acquired(Held::new(
-                    lock.clone(),
+                    lock.engine.clone(),
                     hold.clone(),
                     watchdog,
                 )))

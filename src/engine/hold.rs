@@ -36,9 +36,10 @@ struct HoldState {
     count: u32,
     /// How many of them were taken without an explicit lease.
     watchdog_holds: u32,
-    /// Lease of the newest explicit-lease acquire, applied by partial unlocks
-    /// once no watchdog hold is left.
-    explicit_lease: Option<Duration>,
+    /// Lease (ms) of the newest explicit-lease acquire, applied by partial
+    /// unlocks once no watchdog hold is left; 0 for none. Milliseconds, not
+    /// an `Option<Duration>`, to keep a held lock small.
+    explicit_lease_ms: u64,
     /// Removed from the table: a new acquire must start a new `Hold`.
     retired: bool,
 }
@@ -64,7 +65,7 @@ impl Hold {
         if watchdog {
             s.watchdog_holds += 1;
         } else {
-            s.explicit_lease = Some(lease);
+            s.explicit_lease_ms = lease.as_millis().clamp(1, u64::MAX as u128) as u64;
         }
         drop(s);
         self.lease.confirm(sent_at, lease);
@@ -98,8 +99,8 @@ impl Hold {
     ) -> Duration {
         let s = self.state.lock();
         let watchdog_left = s.watchdog_holds.saturating_sub(u32::from(watchdog));
-        match (watchdog_left, s.explicit_lease) {
-            (0, Some(lease)) => lease,
+        match (watchdog_left, s.explicit_lease_ms) {
+            (0, ms) if ms > 0 => Duration::from_millis(ms),
             _ => watchdog_timeout,
         }
     }
@@ -119,7 +120,12 @@ pub(crate) enum Admit {
     Lost,
 }
 
-type HoldKey = (&'static str, Arc<str>, OwnerId);
+/// (kind, lock name, owner); the kind by its one-byte id.
+type HoldKey = (u8, Arc<str>, OwnerId);
+
+fn kind_key(kind: &'static dyn LockKind) -> u8 {
+    kind.id()
+}
 
 /// All holds of one client.
 #[derive(Default)]
@@ -138,7 +144,7 @@ impl Holds {
     ) -> Arc<Hold> {
         self.map
             .lock()
-            .entry((kind.name(), name.clone(), owner))
+            .entry((kind_key(kind), name.clone(), owner))
             .or_insert_with(|| {
                 Arc::new(Hold {
                     kind,
@@ -179,7 +185,7 @@ impl Holds {
     ) -> Option<Arc<Hold>> {
         self.map
             .lock()
-            .get(&(kind.name(), name.clone(), owner))
+            .get(&(kind_key(kind), name.clone(), owner))
             .cloned()
     }
 
@@ -196,7 +202,7 @@ impl Holds {
     fn retire(&self, hold: &Arc<Hold>) {
         let mut map = self.map.lock();
         hold.state.lock().retired = true;
-        let key = (hold.kind.name(), hold.name.clone(), hold.owner);
+        let key = (kind_key(hold.kind), hold.name.clone(), hold.owner);
         if map.get(&key).is_some_and(|h| Arc::ptr_eq(h, hold)) {
             map.remove(&key);
         }

@@ -20,8 +20,12 @@ use crate::OwnerId;
 
 /// One kind of lock object.
 pub(crate) trait LockKind: Send + Sync + 'static {
-    /// Short name, for logs and to tell holds of different kinds apart.
+    /// Short name, for logs.
     fn name(&self) -> &'static str;
+
+    /// Tells holds of different kinds apart in the hold table; unique among
+    /// kinds (`lock::tests` checks), one byte to keep a held lock small.
+    fn id(&self) -> u8;
 
     /// The hash field that identifies `owner` in the lock: Redisson's
     /// `lockName` (`<client-id>:<owner-id>`), with a suffix for some kinds.
@@ -71,12 +75,34 @@ pub(crate) trait LockKind: Send + Sync + 'static {
         None
     }
 
+    /// How `is_locked` asks Redis whether the lock is held in this kind's
+    /// sense (Redisson's `isLocked()`).
+    fn locked_when(&self) -> LockedWhen {
+        LockedWhen::KeyExists
+    }
+
+    /// Whether a field of the lock's hash is a holder of this kind, and its
+    /// `<client-id>:<owner-id>` part.
+    fn holder<'a>(&self, field: &'a str) -> Option<&'a str> {
+        Some(field)
+    }
+
     /// Checked before an acquisition by an owner that already holds other
     /// kinds of this lock (a reader asking for the write lock), for a
     /// request that could never succeed.
     fn refuse(&self, _engine: &Engine, _lock: &str, _owner: OwnerId) -> Option<crate::Error> {
         None
     }
+}
+
+/// How a kind answers `is_locked`.
+pub(crate) enum LockedWhen {
+    /// The lock's key exists (`EXISTS`).
+    KeyExists,
+    /// The hash's `mode` field has this value.
+    ModeIs(&'static str),
+    /// This script (one key: the lock) returns 1.
+    Script(&'static Script),
 }
 
 /// Everything about one call that a [`LockKind`] builds its scripts from.

@@ -72,8 +72,12 @@ pub(crate) struct LeaseState {
     lost: AtomicBool,
     /// Redis no longer has the field (renewal found it missing, force unlock).
     gone: AtomicBool,
-    wake: Notify,
 }
+
+/// Wakes every lost-signal waiter, of every hold, when any hold is lost; each
+/// re-checks its own. Losses are rare, and a `Notify` per hold would cost
+/// every held lock 32 bytes.
+static LOST: Notify = Notify::const_new();
 
 impl LeaseState {
     pub(crate) fn new() -> Self {
@@ -85,7 +89,6 @@ impl LeaseState {
             }),
             lost: AtomicBool::new(false),
             gone: AtomicBool::new(false),
-            wake: Notify::new(),
         }
     }
 
@@ -113,7 +116,7 @@ impl LeaseState {
     pub(crate) fn mark_lost(&self) -> bool {
         let first = !self.lost.swap(true, Ordering::AcqRel);
         if first {
-            self.wake.notify_waiters();
+            LOST.notify_waiters();
         }
         first
     }
@@ -146,7 +149,7 @@ impl LeaseState {
 
     async fn wait_lost(&self) {
         loop {
-            let woken = self.wake.notified();
+            let woken = LOST.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
             if self.is_lost() {

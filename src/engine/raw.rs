@@ -9,7 +9,7 @@ use std::time::Duration;
 use fred::interfaces::{HashesInterface, KeysInterface};
 
 use crate::engine::hold::Hold;
-use crate::engine::kind::{Call, LockKind, Patience};
+use crate::engine::kind::{Call, LockKind, LockedWhen, Patience};
 use crate::engine::lease::LostSignal;
 use crate::engine::wait;
 use crate::engine::{release, script, Engine};
@@ -34,6 +34,16 @@ impl RawLock {
             engine,
             kind,
             name: name.into(),
+            owner: None,
+        }
+    }
+
+    /// The lock a hold is of.
+    pub(crate) fn of_hold(engine: Arc<Engine>, hold: &Hold) -> Self {
+        RawLock {
+            engine,
+            kind: hold.kind,
+            name: hold.name.clone(),
             owner: None,
         }
     }
@@ -176,14 +186,40 @@ impl RawLock {
         self.query(self.engine.redis.hgetall(&*self.name)).await
     }
 
-    /// The holders among the hash's fields that `keep` selects, decoded from
-    /// `<client-id>:<owner-id>` (after `keep` has stripped any suffix).
-    pub(crate) async fn holders(&self, keep: fn(&str) -> Option<&str>) -> Result<Vec<Holder>> {
+    /// Whether the lock is held in its kind's sense.
+    pub(crate) async fn is_locked(&self) -> Result<bool> {
+        self.engine.ensure_open()?;
+        match self.kind.locked_when() {
+            LockedWhen::KeyExists => self.exists().await,
+            LockedWhen::ModeIs(mode) => {
+                let held: Option<String> = self
+                    .query(self.engine.redis.hget(&*self.name, "mode"))
+                    .await?;
+                Ok(held.as_deref() == Some(mode))
+            }
+            LockedWhen::Script(check) => {
+                let reply = check
+                    .run(
+                        self.engine.writer(&self.name),
+                        self.engine.timeout(),
+                        &[&self.name],
+                        vec![],
+                    )
+                    .await
+                    .map_err(|e| self.wrong_type(e))?;
+                Ok(script::as_i64(&reply) == Some(1))
+            }
+        }
+    }
+
+    /// The holders of this kind among the hash's fields, decoded from
+    /// `<client-id>:<owner-id>`.
+    pub(crate) async fn holders(&self) -> Result<Vec<Holder>> {
         let fields = self.fields().await?;
         let mut holders: Vec<Holder> = fields
             .iter()
             .filter_map(|(field, count)| {
-                let field = keep(field)?;
+                let field = self.kind.holder(field)?;
                 let (client_id, owner) = field.rsplit_once(':')?;
                 Some(Holder {
                     client_id: client_id.to_string(),
@@ -238,26 +274,32 @@ impl std::fmt::Debug for RawLock {
 }
 
 /// One hold: what every public guard wraps. Released by [`Held::unlock`], or
-/// in the background when dropped.
+/// in the background when dropped. Kept small (the hold knows its kind, lock
+/// and owner): a client may keep many thousands.
 pub(crate) struct Held {
-    lock: RawLock,
+    engine: Arc<Engine>,
     hold: Arc<Hold>,
     watchdog: bool,
     released: bool,
 }
 
 impl Held {
-    pub(crate) fn new(lock: RawLock, hold: Arc<Hold>, watchdog: bool) -> Self {
+    pub(crate) fn new(engine: Arc<Engine>, hold: Arc<Hold>, watchdog: bool) -> Self {
         Held {
-            lock,
+            engine,
             hold,
             watchdog,
             released: false,
         }
     }
 
+    /// The lock this hold is of, as the engine sees it.
+    fn lock(&self) -> RawLock {
+        RawLock::of_hold(self.engine.clone(), &self.hold)
+    }
+
     pub(crate) fn name(&self) -> &str {
-        &self.lock.name
+        &self.hold.name
     }
 
     pub(crate) fn owner(&self) -> OwnerId {
@@ -265,14 +307,14 @@ impl Held {
     }
 
     pub(crate) fn field(&self) -> String {
-        self.hold.field(&self.lock.engine.id)
+        self.hold.field(&self.engine.id)
     }
 
     /// Runs `work` so that acquisitions of this lock name through this
     /// client inside it re-enter with this hold's owner.
     pub(crate) fn scope<F: Future>(&self, work: F) -> impl Future<Output = F::Output> {
         crate::engine::reentry::enter(
-            self.lock.engine.id.clone(),
+            self.engine.id.clone(),
             self.hold.name.clone(),
             self.hold.owner,
             work,
@@ -281,7 +323,7 @@ impl Held {
 
     /// The owner's hold count on Redis.
     pub(crate) async fn hold_count(&self) -> Result<u32> {
-        self.lock.hold_count_of(self.hold.owner).await
+        self.lock().hold_count_of(self.hold.owner).await
     }
 
     pub(crate) fn is_renewed(&self) -> bool {
@@ -298,7 +340,7 @@ impl Held {
 
     pub(crate) async fn unlock(mut self) -> Result<Unlocked> {
         self.released = true;
-        release::release(&self.lock, &self.hold.clone(), self.watchdog).await
+        release::release(&self.lock(), &self.hold.clone(), self.watchdog).await
     }
 }
 
@@ -308,7 +350,7 @@ impl Drop for Held {
             // Released, or nothing left to release (the client's shutdown did).
             return;
         }
-        let (lock, hold, watchdog) = (self.lock.clone(), self.hold.clone(), self.watchdog);
+        let (lock, hold, watchdog) = (self.lock(), self.hold.clone(), self.watchdog);
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 // Counted before the spawn, so a shutdown waits for it.

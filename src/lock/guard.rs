@@ -1,5 +1,6 @@
-//! [`LockGuard`]: proof of one hold of an exclusive lock ([`crate::RLock`],
-//! [`crate::RFairLock`]), released by `unlock().await` or on drop.
+//! [`LockGuard`]: proof of one hold of any lock ([`crate::RLock`],
+//! [`crate::RFairLock`], [`crate::ReadLock`], [`crate::WriteLock`]),
+//! released by `unlock().await` or on drop.
 
 use std::future::Future;
 
@@ -16,7 +17,9 @@ use crate::{LostSignal, OwnerId};
 /// holds the lock calls another that takes it) runs inside
 /// [`LockGuard::scope`]: there, acquiring the same lock re-enters this hold
 /// and raises the hold count on Redis, as a nested `lock()` in one Java
-/// thread does. The lock is free once every guard is released.
+/// thread does (for a read-write lock, a writer's scope may also take the
+/// read lock: Redisson's downgrade). The lock is free once every guard is
+/// released.
 ///
 /// ```no_run
 /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
@@ -51,7 +54,8 @@ impl LockGuard {
         self.held.owner()
     }
 
-    /// The hash field of the owner on Redis: `<client-id>:<owner-id>`.
+    /// The hash field of the owner on Redis: `<client-id>:<owner-id>`
+    /// (`...:write` for a write hold).
     pub fn field(&self) -> String {
         self.held.field()
     }

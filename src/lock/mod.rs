@@ -1,9 +1,12 @@
-//! The public lock objects, one file each with its guards, and the value
-//! types they share. Each object is a thin handle on the engine's `RawLock`
-//! plus a `LockKind` that tells the engine its scripts, keys and channel.
+//! The public lock objects and the value types they share. [`Lock<K>`](handle::Lock)
+//! is the handle every lock kind is (lock_api-style: the operations once,
+//! the protocol in the kind); each kind's file (`rlock.rs`, `fair.rs`,
+//! `read_write.rs`) holds its alias, its `LockKind` for the engine (scripts,
+//! keys, channel) and what only it has. One guard, [`LockGuard`], for all.
 
 pub(crate) mod fair;
 pub(crate) mod guard;
+pub(crate) mod handle;
 pub(crate) mod read_write;
 pub(crate) mod rlock;
 
@@ -41,4 +44,23 @@ pub enum Ttl {
     Persistent,
     /// The key expires after this long unless renewed.
     Expires(Duration),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::handle::sealed::Sealed;
+
+    /// Holds of different kinds must never share a key in the hold table.
+    #[test]
+    fn every_kind_has_its_own_id_and_name() {
+        let kinds = [
+            super::rlock::Reentrant::describe().0,
+            super::fair::Fair::describe().0,
+            super::read_write::Read::describe().0,
+            super::read_write::Write::describe().0,
+        ];
+        let ids: std::collections::BTreeSet<u8> = kinds.iter().map(|k| k.id()).collect();
+        let names: std::collections::BTreeSet<&str> = kinds.iter().map(|k| k.name()).collect();
+        assert_eq!((ids.len(), names.len()), (kinds.len(), kinds.len()));
+    }
 }

@@ -10,36 +10,36 @@
 //! writer's full release `1` (wakes every waiter: readers may all go).
 //! Scripts in `lua/rwlock/`.
 
-use std::future::Future;
 use std::sync::{Arc, LazyLock};
-use std::time::Duration;
 
 use fred::interfaces::HashesInterface;
 use fred::types::Value;
 
 use crate::engine::hold::Hold;
 use crate::engine::hub::{UNLOCK_MESSAGE, WAKE_ALL_MESSAGE};
-use crate::engine::kind::{Call, Latch, LockKind, Patience, Renewal, ScriptCall};
-use crate::engine::raw::{Held, RawLock};
-use crate::engine::script::{self, Script};
+use crate::engine::kind::{Call, Latch, LockKind, LockedWhen, Renewal, ScriptCall};
+use crate::engine::script::Script;
 use crate::engine::watchdog::FieldRenewal;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::lock::{Holder, Ttl, Unlocked};
+use crate::lock::handle::{sealed, Kind, Lock};
+use crate::lock::Ttl;
 use crate::naming;
-use crate::{LostSignal, OwnerId};
+use crate::OwnerId;
 
 /// A read-write lock named `name`, shared with JVM Redisson clients that call
 /// `getReadWriteLock(name)`: any number of readers at once, or one writer.
 /// Cheap to clone; creating one sends nothing to Redis.
 ///
-/// Owners work as for [`crate::RLock`]: every acquisition is its own owner,
-/// and inside a guard's `scope` acquisitions of this lock (either half)
-/// re-enter with the guard's owner. So a writer can take the read lock in its
-/// scope (Redisson's downgrade: when the write lock is then released, the
-/// lock stays read-locked); a reader asking for the write lock in its scope
-/// could never get it, and is refused with [`Error::InvalidArgument`] instead
-/// of waiting forever.
+/// Its halves are [`Lock`]s: [`ReadLock`] and [`WriteLock`], with every
+/// operation of [`crate::RLock`], handing out [`crate::LockGuard`]s. Owners work as
+/// for RLock: every acquisition is its own owner, and inside a guard's
+/// `scope` acquisitions of this lock (either half) re-enter with the guard's
+/// owner. So a writer can take the read lock in its scope (Redisson's
+/// downgrade: when the write lock is then released, the lock stays
+/// read-locked); a reader asking for the write lock in its scope could never
+/// get it, and is refused with [`Error::InvalidArgument`] instead of waiting
+/// forever.
 ///
 /// ```no_run
 /// # async fn demo(client: redisson_lock::RedissonClient) -> redisson_lock::Result<()> {
@@ -61,18 +61,14 @@ pub struct RReadWriteLock {
 impl RReadWriteLock {
     pub(crate) fn new(engine: Arc<Engine>, name: &str) -> Self {
         RReadWriteLock {
-            read: ReadLock {
-                raw: RawLock::new(engine.clone(), &READ, name),
-            },
-            write: WriteLock {
-                raw: RawLock::new(engine, &WRITE, name),
-            },
+            read: Lock::new(engine.clone(), name),
+            write: Lock::new(engine, name),
         }
     }
 
     /// The lock's name (its Redis key).
     pub fn name(&self) -> &str {
-        &self.read.raw.name
+        self.read.name()
     }
 
     /// The channel on which both halves announce releases.
@@ -115,7 +111,14 @@ impl RReadWriteLock {
     /// [`Error::WrongType`] for a key that is not a lock hash; otherwise as
     /// [`RReadWriteLock::is_locked`].
     pub async fn mode(&self) -> Result<Option<RwMode>> {
-        mode_of(&self.read.raw).await
+        let raw = &self.read.raw;
+        raw.engine.ensure_open()?;
+        let mode: Option<String> = raw.query(raw.engine.redis.hget(&*raw.name, "mode")).await?;
+        Ok(match mode.as_deref() {
+            Some("read") => Some(RwMode::Read),
+            Some("write") => Some(RwMode::Write),
+            _ => None,
+        })
     }
 
     /// The lock's remaining time to live (`PTTL`).
@@ -124,7 +127,7 @@ impl RReadWriteLock {
     ///
     /// As [`RReadWriteLock::is_locked`].
     pub async fn remaining_ttl(&self) -> Result<Ttl> {
-        self.read.raw.remaining_ttl().await
+        self.read.remaining_ttl().await
     }
 }
 
@@ -146,574 +149,50 @@ pub enum RwMode {
     Write,
 }
 
-/// The read half of an [`RReadWriteLock`]: shared with other readers,
-/// excluded by a writer (unless the writer is this very owner).
-#[derive(Clone)]
-pub struct ReadLock {
-    raw: RawLock,
-}
+/// The read half of an [`RReadWriteLock`] (Redisson's `readLock()`): shared
+/// with other readers, excluded by a writer (unless the writer is this very
+/// owner). Its last release publishes `0`. See [`Lock`] for the operations;
+/// `is_locked` is Redisson's read-lock test (read mode, or a writer that
+/// also reads), `holders` lists the readers.
+pub type ReadLock = Lock<Read>;
 
-/// The write half of an [`RReadWriteLock`]: excludes every other reader and
-/// writer.
-#[derive(Clone)]
-pub struct WriteLock {
-    raw: RawLock,
-}
+/// The write half of an [`RReadWriteLock`] (Redisson's `writeLock()`):
+/// excludes every other reader and writer. A re-entry adds its lease to the
+/// remaining TTL, as in Redisson. Its last release publishes `1` (every
+/// waiter wakes), unless the writer still reads: then the lock stays
+/// read-locked and nothing is published. See [`Lock`] for the operations.
+pub type WriteLock = Lock<Write>;
 
-impl ReadLock {
-    /// The same half, acting for a fixed owner.
-    pub fn with_owner(&self, owner: OwnerId) -> ReadLock {
-        ReadLock {
-            raw: self.raw.with_owner(owner),
-        }
-    }
-
-    /// Waits as long as it takes, then holds a read lock, renewed by the
-    /// watchdog until released.
-    ///
-    /// # Errors
-    ///
-    /// As [`crate::RLock::lock`].
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: dropping the future never leaves a read hold behind (an
-    /// attempt in flight is settled in the background).
-    pub async fn lock(&self) -> Result<ReadGuard> {
-        acquire(&self.raw, None, Patience::Forever)
-            .await
-            .map(|g| ReadGuard::new(g.expect("waiting forever only ends once acquired")))
-    }
-
-    /// Waits as long as it takes, then holds a read lock for `lease` (never
-    /// renewed).
-    ///
-    /// # Errors
-    ///
-    /// As [`crate::RLock::lock_with_lease`].
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`ReadLock::lock`].
-    pub async fn lock_with_lease(&self, lease: Duration) -> Result<ReadGuard> {
-        acquire(&self.raw, Some(lease), Patience::Forever)
-            .await
-            .map(|g| ReadGuard::new(g.expect("waiting forever only ends once acquired")))
-    }
-
-    /// One attempt; `None` while a writer holds the lock.
-    ///
-    /// # Errors
-    ///
-    /// As [`crate::RLock::try_lock`].
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`ReadLock::lock`].
-    pub async fn try_lock(&self) -> Result<Option<ReadGuard>> {
-        Ok(acquire(&self.raw, None, Patience::Once)
-            .await?
-            .map(ReadGuard::new))
-    }
-
-    /// Waits up to `wait`; `None` when a writer kept it.
-    ///
-    /// # Errors
-    ///
-    /// As [`crate::RLock::lock`].
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`ReadLock::lock`].
-    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<ReadGuard>> {
-        Ok(acquire(&self.raw, None, Patience::For(wait))
-            .await?
-            .map(ReadGuard::new))
-    }
-
-    /// Waits up to `wait`, then holds a read lock for `lease`.
-    ///
-    /// # Errors
-    ///
-    /// As [`crate::RLock::lock_with_lease`].
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`ReadLock::lock`].
-    pub async fn try_lock_for_with_lease(
-        &self,
-        wait: Duration,
-        lease: Duration,
-    ) -> Result<Option<ReadGuard>> {
-        Ok(acquire(&self.raw, Some(lease), Patience::For(wait))
-            .await?
-            .map(ReadGuard::new))
-    }
-
-    /// Releases one read hold of the current owner without a guard
-    /// (Redisson's `unlock()`).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NotHeld`] when the current owner holds no read lock.
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`crate::RLock::unlock`].
-    pub async fn unlock(&self) -> Result<Unlocked> {
-        self.raw.unlock().await
-    }
-
-    /// Deletes the lock if it is read-locked, whoever holds it, and wakes its
-    /// waiters (Redisson's `readLock().forceUnlock()`). Readers' hold keys are
-    /// left to expire.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::WrongType`] for a key of another type.
-    ///
-    /// # Cancel safety
-    ///
-    /// The script is sent once; dropping the future does not stop it.
-    pub async fn force_unlock(&self) -> Result<bool> {
-        self.raw.force_unlock().await
-    }
-
-    /// Whether the lock is read-locked (Redisson's `readLock().isLocked()`):
-    /// in read mode, or write-locked by a writer that also reads.
-    ///
-    /// # Errors
-    ///
-    /// As [`RReadWriteLock::mode`].
-    pub async fn is_locked(&self) -> Result<bool> {
-        let raw = &self.raw;
-        raw.engine.ensure_open()?;
-        let reply = READ_IS_LOCKED
-            .run(
-                raw.engine.writer(&raw.name),
-                raw.engine.timeout(),
-                &[&raw.name],
-                vec![],
-            )
-            .await
-            .map_err(|e| raw.wrong_type(e))?;
-        Ok(script::as_i64(&reply) == Some(1))
-    }
-
-    /// How many read holds `owner` of this client has (`HGET`).
-    ///
-    /// # Errors
-    ///
-    /// As [`RReadWriteLock::mode`].
-    pub async fn hold_count_of(&self, owner: OwnerId) -> Result<u32> {
-        self.raw.hold_count_of(owner).await
-    }
-
-    /// How many read holds the current owner (explicit, or the enclosing
-    /// scope's) has; 0 outside a scope without an explicit owner.
-    ///
-    /// # Errors
-    ///
-    /// As [`RReadWriteLock::mode`].
-    pub async fn hold_count(&self) -> Result<u32> {
-        self.raw.engine.ensure_open()?;
-        match self.raw.current_owner() {
-            Some(owner) => self.hold_count_of(owner).await,
-            None => Ok(0),
-        }
-    }
-
-    /// Every reader recorded in the lock's hash, from any client.
-    ///
-    /// # Errors
-    ///
-    /// As [`RReadWriteLock::mode`].
-    pub async fn holders(&self) -> Result<Vec<Holder>> {
-        self.raw
-            .holders(|field| (field != "mode" && !field.ends_with(":write")).then_some(field))
-            .await
-    }
-}
-
-impl WriteLock {
-    /// The same half, acting for a fixed owner.
-    pub fn with_owner(&self, owner: OwnerId) -> WriteLock {
-        WriteLock {
-            raw: self.raw.with_owner(owner),
-        }
-    }
-
-    /// Waits as long as it takes (for every reader and any other writer to
-    /// leave), then holds the write lock, renewed by the watchdog.
-    ///
-    /// # Errors
-    ///
-    /// As [`crate::RLock::lock`], and [`Error::InvalidArgument`] when this
-    /// owner holds the read lock (a reader cannot upgrade).
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: dropping the future never leaves the write lock held.
-    pub async fn lock(&self) -> Result<WriteGuard> {
-        acquire(&self.raw, None, Patience::Forever)
-            .await
-            .map(|g| WriteGuard::new(g.expect("waiting forever only ends once acquired")))
-    }
-
-    /// Waits as long as it takes, then holds the write lock for `lease`
-    /// (never renewed). A re-entry adds `lease` to the remaining TTL, as in
-    /// Redisson.
-    ///
-    /// # Errors
-    ///
-    /// As [`WriteLock::lock`], and [`crate::RLock::lock_with_lease`].
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`WriteLock::lock`].
-    pub async fn lock_with_lease(&self, lease: Duration) -> Result<WriteGuard> {
-        acquire(&self.raw, Some(lease), Patience::Forever)
-            .await
-            .map(|g| WriteGuard::new(g.expect("waiting forever only ends once acquired")))
-    }
-
-    /// One attempt; `None` while anyone else reads or writes.
-    ///
-    /// # Errors
-    ///
-    /// As [`WriteLock::lock`].
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`WriteLock::lock`].
-    pub async fn try_lock(&self) -> Result<Option<WriteGuard>> {
-        Ok(acquire(&self.raw, None, Patience::Once)
-            .await?
-            .map(WriteGuard::new))
-    }
-
-    /// Waits up to `wait`; `None` when it stayed taken.
-    ///
-    /// # Errors
-    ///
-    /// As [`WriteLock::lock`].
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`WriteLock::lock`].
-    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<WriteGuard>> {
-        Ok(acquire(&self.raw, None, Patience::For(wait))
-            .await?
-            .map(WriteGuard::new))
-    }
-
-    /// Waits up to `wait`, then holds the write lock for `lease`.
-    ///
-    /// # Errors
-    ///
-    /// As [`WriteLock::lock_with_lease`].
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`WriteLock::lock`].
-    pub async fn try_lock_for_with_lease(
-        &self,
-        wait: Duration,
-        lease: Duration,
-    ) -> Result<Option<WriteGuard>> {
-        Ok(acquire(&self.raw, Some(lease), Patience::For(wait))
-            .await?
-            .map(WriteGuard::new))
-    }
-
-    /// Releases one write hold of the current owner without a guard.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NotHeld`] when the current owner does not hold the write lock.
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`crate::RLock::unlock`].
-    pub async fn unlock(&self) -> Result<Unlocked> {
-        self.raw.unlock().await
-    }
-
-    /// Deletes the lock if it is write-locked, whoever holds it, and wakes
-    /// every waiter (Redisson's `writeLock().forceUnlock()`).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::WrongType`] for a key of another type.
-    ///
-    /// # Cancel safety
-    ///
-    /// The script is sent once; dropping the future does not stop it.
-    pub async fn force_unlock(&self) -> Result<bool> {
-        self.raw.force_unlock().await
-    }
-
-    /// Whether the lock is write-locked (Redisson's `writeLock().isLocked()`).
-    ///
-    /// # Errors
-    ///
-    /// As [`RReadWriteLock::mode`].
-    pub async fn is_locked(&self) -> Result<bool> {
-        Ok(mode_of(&self.raw).await? == Some(RwMode::Write))
-    }
-
-    /// How many write holds `owner` of this client has (`HGET ...:write`).
-    ///
-    /// # Errors
-    ///
-    /// As [`RReadWriteLock::mode`].
-    pub async fn hold_count_of(&self, owner: OwnerId) -> Result<u32> {
-        self.raw.hold_count_of(owner).await
-    }
-
-    /// How many write holds the current owner (explicit, or the enclosing
-    /// scope's) has; 0 outside a scope without an explicit owner.
-    ///
-    /// # Errors
-    ///
-    /// As [`RReadWriteLock::mode`].
-    pub async fn hold_count(&self) -> Result<u32> {
-        self.raw.engine.ensure_open()?;
-        match self.raw.current_owner() {
-            Some(owner) => self.hold_count_of(owner).await,
-            None => Ok(0),
-        }
-    }
-
-    /// The writer recorded in the lock's hash, if any, from any client.
-    ///
-    /// # Errors
-    ///
-    /// As [`RReadWriteLock::mode`].
-    pub async fn holders(&self) -> Result<Vec<Holder>> {
-        self.raw.holders(|field| field.strip_suffix(":write")).await
-    }
-}
-
-/// The mode a read-write lock is held in (`HGET name mode`).
-async fn mode_of(raw: &RawLock) -> Result<Option<RwMode>> {
-    raw.engine.ensure_open()?;
-    let mode: Option<String> = raw.query(raw.engine.redis.hget(&*raw.name, "mode")).await?;
-    Ok(match mode.as_deref() {
-        Some("read") => Some(RwMode::Read),
-        Some("write") => Some(RwMode::Write),
-        _ => None,
-    })
-}
-
-async fn acquire(
-    raw: &RawLock,
-    lease: Option<Duration>,
-    patience: Patience,
-) -> Result<Option<Held>> {
-    raw.acquire(lease, patience).await
-}
-
-impl std::fmt::Debug for ReadLock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReadLock")
-            .field("name", &self.raw.name)
-            .field("owner", &self.raw.fixed_owner())
-            .finish()
-    }
-}
-
-impl std::fmt::Debug for WriteLock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WriteLock")
-            .field("name", &self.raw.name)
-            .field("owner", &self.raw.fixed_owner())
-            .finish()
-    }
-}
-
-/// One read hold. Release it with [`ReadGuard::unlock`]; dropping it releases
-/// it in the background. Inside [`ReadGuard::scope`], read acquisitions of
-/// the same lock re-enter this hold.
-#[must_use = "dropping the guard releases the read lock at once"]
+/// The kind of a [`ReadLock`].
 #[derive(Debug)]
-pub struct ReadGuard {
-    held: Held,
-}
+pub enum Read {}
 
-/// The write hold. Release it with [`WriteGuard::unlock`]; dropping it
-/// releases it in the background. Inside [`WriteGuard::scope`], write
-/// acquisitions re-enter it and read acquisitions downgrade.
-#[must_use = "dropping the guard releases the write lock at once"]
+/// The kind of a [`WriteLock`].
 #[derive(Debug)]
-pub struct WriteGuard {
-    held: Held,
-}
+pub enum Write {}
 
-impl ReadGuard {
-    fn new(held: Held) -> Self {
-        ReadGuard { held }
-    }
+impl Kind for Read {}
+impl Kind for Write {}
 
-    /// The lock's name.
-    pub fn name(&self) -> &str {
-        self.held.name()
-    }
-
-    /// The owner this hold belongs to.
-    pub fn owner(&self) -> OwnerId {
-        self.held.owner()
-    }
-
-    /// The reader's hash field: `<client-id>:<owner-id>`.
-    pub fn field(&self) -> String {
-        self.held.field()
-    }
-
-    /// Runs `work` so that acquisitions of this lock inside it re-enter with
-    /// this hold's owner (see [`crate::LockGuard::scope`]).
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropping the returned future drops `work`; the scope holds nothing.
-    pub fn scope<F: Future>(&self, work: F) -> impl Future<Output = F::Output> {
-        self.held.scope(work)
-    }
-
-    /// How many read holds this owner has on Redis.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Connection`] / [`Error::Timeout`].
-    pub async fn hold_count(&self) -> Result<u32> {
-        self.held.hold_count().await
-    }
-
-    /// True when the watchdog renews this hold.
-    pub fn is_renewed(&self) -> bool {
-        self.held.is_renewed()
-    }
-
-    /// True once the hold is known lost or its lease deadline has passed.
-    pub fn is_lost(&self) -> bool {
-        self.held.is_lost()
-    }
-
-    /// Completes when the hold is lost. See [`LostSignal`].
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only waits.
-    pub async fn lost(&self) {
-        self.lost_signal().lost().await
-    }
-
-    /// A `'static` handle on the lost signal.
-    pub fn lost_signal(&self) -> LostSignal {
-        self.held.lost_signal()
-    }
-
-    /// Releases this read hold. The last hold of the lock frees it and
-    /// publishes `0`.
-    ///
-    /// # Errors
-    ///
-    /// As [`crate::LockGuard::unlock`].
-    ///
-    /// # Cancel safety
-    ///
-    /// The release runs to completion even if this future is dropped.
-    pub async fn unlock(self) -> Result<Unlocked> {
-        self.held.unlock().await
+impl sealed::Sealed for Read {
+    fn describe() -> sealed::Described {
+        sealed::Described(&READ)
     }
 }
 
-impl WriteGuard {
-    fn new(held: Held) -> Self {
-        WriteGuard { held }
-    }
-
-    /// The lock's name.
-    pub fn name(&self) -> &str {
-        self.held.name()
-    }
-
-    /// The owner this hold belongs to.
-    pub fn owner(&self) -> OwnerId {
-        self.held.owner()
-    }
-
-    /// The writer's hash field: `<client-id>:<owner-id>:write`.
-    pub fn field(&self) -> String {
-        self.held.field()
-    }
-
-    /// Runs `work` so that acquisitions of this lock inside it act for this
-    /// hold's owner: the write lock re-enters, the read lock downgrades.
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropping the returned future drops `work`; the scope holds nothing.
-    pub fn scope<F: Future>(&self, work: F) -> impl Future<Output = F::Output> {
-        self.held.scope(work)
-    }
-
-    /// How many write holds this owner has on Redis.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Connection`] / [`Error::Timeout`].
-    pub async fn hold_count(&self) -> Result<u32> {
-        self.held.hold_count().await
-    }
-
-    /// True when the watchdog renews this hold.
-    pub fn is_renewed(&self) -> bool {
-        self.held.is_renewed()
-    }
-
-    /// True once the hold is known lost or its lease deadline has passed.
-    pub fn is_lost(&self) -> bool {
-        self.held.is_lost()
-    }
-
-    /// Completes when the hold is lost. See [`LostSignal`].
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only waits.
-    pub async fn lost(&self) {
-        self.lost_signal().lost().await
-    }
-
-    /// A `'static` handle on the lost signal.
-    pub fn lost_signal(&self) -> LostSignal {
-        self.held.lost_signal()
-    }
-
-    /// Releases this write hold. The writer's last release frees the lock
-    /// and publishes `1` (every waiter wakes), unless the writer still reads:
-    /// then the lock stays read-locked and nothing is published.
-    ///
-    /// # Errors
-    ///
-    /// As [`crate::LockGuard::unlock`].
-    ///
-    /// # Cancel safety
-    ///
-    /// The release runs to completion even if this future is dropped.
-    pub async fn unlock(self) -> Result<Unlocked> {
-        self.held.unlock().await
+impl sealed::Sealed for Write {
+    fn describe() -> sealed::Described {
+        sealed::Described(&WRITE)
     }
 }
 
 /// The read half as the engine sees it.
-pub(crate) struct Read;
+struct ReadKind;
 /// The write half as the engine sees it.
-pub(crate) struct Write;
+struct WriteKind;
 
-pub(crate) static READ: Read = Read;
-pub(crate) static WRITE: Write = Write;
+static READ: ReadKind = ReadKind;
+static WRITE: WriteKind = WriteKind;
 
 static READ_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/rwlock/read_acquire.lua")));
@@ -739,9 +218,13 @@ fn force_unlock(engine: &Engine, lock: &str, mode: &str, message: i64) -> Script
     }
 }
 
-impl LockKind for Read {
+impl LockKind for ReadKind {
     fn name(&self) -> &'static str {
         "read"
+    }
+
+    fn id(&self) -> u8 {
+        3
     }
 
     fn channel(&self, lock: &str, _field: &str) -> String {
@@ -786,6 +269,14 @@ impl LockKind for Read {
         false
     }
 
+    fn locked_when(&self) -> LockedWhen {
+        LockedWhen::Script(&READ_IS_LOCKED)
+    }
+
+    fn holder<'a>(&self, field: &'a str) -> Option<&'a str> {
+        (field != "mode" && !field.ends_with(":write")).then_some(field)
+    }
+
     fn force_unlock(&self, engine: &Engine, lock: &str) -> ScriptCall {
         force_unlock(engine, lock, "read", UNLOCK_MESSAGE)
     }
@@ -795,9 +286,13 @@ impl LockKind for Read {
     }
 }
 
-impl LockKind for Write {
+impl LockKind for WriteKind {
     fn name(&self) -> &'static str {
         "write"
+    }
+
+    fn id(&self) -> u8 {
+        4
     }
 
     fn field(&self, client_id: &str, owner: OwnerId) -> String {
@@ -836,6 +331,14 @@ impl LockKind for Write {
 
     fn force_unlock(&self, engine: &Engine, lock: &str) -> ScriptCall {
         force_unlock(engine, lock, "write", WAKE_ALL_MESSAGE)
+    }
+
+    fn locked_when(&self) -> LockedWhen {
+        LockedWhen::ModeIs("write")
+    }
+
+    fn holder<'a>(&self, field: &'a str) -> Option<&'a str> {
+        field.strip_suffix(":write")
     }
 
     fn renewal(&self) -> &'static dyn Renewal {

@@ -287,8 +287,14 @@ public final class InteropPeer {
                         Long.parseLong(p[5]), p[6], p[7]));
             }
             case "handoff": {
-                need(p, 3, "handoff NAME WAITERS DEADLINE_UNIX_MS");
-                return handoff(p[2], Integer.parseInt(p[3]), Long.parseLong(p[4]));
+                if (p.length != 5 && p.length != 6) {
+                    throw new IllegalArgumentException("usage: handoff NAME WAITERS DEADLINE_UNIX_MS [KIND_PREFIX]");
+                }
+                String prefix = p.length == 6 ? p[5] : "";
+                if (!LOCK_KINDS.contains(prefix)) {
+                    throw new IllegalArgumentException("unknown lock kind prefix " + prefix);
+                }
+                return handoff(lockFor(prefix, p[2]), Integer.parseInt(p[3]), Long.parseLong(p[4]));
             }
             case "bench": {
                 need(p, 3, "bench PREFIX CONCURRENCY DURATION_MS");
@@ -503,8 +509,7 @@ public final class InteropPeer {
      * deadline), stamp the wall clock (µs) when they hold it and again just
      * before unlocking. Replies "acq:rel acq:rel ..." for those that held it.
      */
-    private String handoff(String name, int waiters, long deadlineUnixMs) throws Exception {
-        RLock lock = redisson.getLock(name);
+    private String handoff(RLock lock, int waiters, long deadlineUnixMs) throws Exception {
         String[] stamps = new String[waiters];
         Thread[] threads = new Thread[waiters];
         for (int i = 0; i < waiters; i++) {

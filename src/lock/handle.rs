@@ -1,0 +1,340 @@
+//! [`Lock`]: the handle every exclusive-or-shared Redisson lock object is,
+//! generic over its [`Kind`] (as lock_api's `Mutex<R, T>` is over its raw
+//! lock). [`crate::RLock`], [`crate::RFairLock`], [`crate::ReadLock`] and
+//! [`crate::WriteLock`] are `Lock`s of their kind; each kind's file adds what
+//! only it has.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::engine::kind::Patience;
+use crate::engine::raw::RawLock;
+use crate::engine::Engine;
+use crate::error::Result;
+use crate::lock::{Holder, LockGuard, Ttl, Unlocked};
+use crate::OwnerId;
+
+/// The kinds of lock a [`Lock`] can be: [`crate::kind::Reentrant`]
+/// ([`crate::RLock`]), [`crate::kind::Fair`] ([`crate::RFairLock`]),
+/// [`crate::kind::Read`] and [`crate::kind::Write`] (the halves of an
+/// [`crate::RReadWriteLock`]). Sealed: each one is a Redisson protocol.
+pub trait Kind: sealed::Sealed + Send + Sync + 'static {}
+
+pub(crate) mod sealed {
+    use crate::engine::kind::LockKind;
+
+    /// What the engine needs of a kind, opaque outside the crate.
+    pub struct Described(pub(crate) &'static dyn LockKind);
+
+    /// Not nameable outside the crate: only its kinds implement [`super::Kind`].
+    pub trait Sealed {
+        fn describe() -> Described;
+    }
+}
+
+/// A handle on one Redisson lock object of kind `K`, shared with JVM
+/// Redisson clients that use the same name. Cheap to clone; creating one
+/// sends nothing to Redis. Use it through its aliases: [`crate::RLock`],
+/// [`crate::RFairLock`], [`crate::ReadLock`], [`crate::WriteLock`].
+///
+/// Acquire methods return a [`LockGuard`]. Each acquisition is its own owner,
+/// so two futures that wait for the same lock exclude each other even when
+/// one task polls both (`join!`, `select!`, `FuturesUnordered`). Re-entry is
+/// scoped: inside [`LockGuard::scope`], acquiring the same lock again
+/// re-enters the guard's hold (the hold count goes up, as a nested `lock()`
+/// in one Java thread does); outside it, a second `lock()` waits for the
+/// first guard like anyone else. [`Lock::with_owner`] fixes the owner
+/// instead, as Redisson's `lockAsync(threadId)` does.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// # async fn demo(client: redisson_lock::RedissonClient) -> redisson_lock::Result<()> {
+/// let lock = client.lock("reports:daily")?;
+/// if let Some(guard) = lock.try_lock_for(Duration::from_secs(5)).await? {
+///     // held, renewed by the watchdog until unlocked
+///     guard.unlock().await?;
+/// }
+/// # Ok(()) }
+/// ```
+pub struct Lock<K: Kind> {
+    pub(crate) raw: RawLock,
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<K: Kind> Clone for Lock<K> {
+    fn clone(&self) -> Self {
+        Lock {
+            raw: self.raw.clone(),
+            kind: PhantomData,
+        }
+    }
+}
+
+impl<K: Kind> Lock<K> {
+    pub(crate) fn new(engine: Arc<Engine>, name: &str) -> Self {
+        Lock {
+            raw: RawLock::new(engine, K::describe().0, name),
+            kind: PhantomData,
+        }
+    }
+
+    /// The lock's name (its Redis key).
+    pub fn name(&self) -> &str {
+        &self.raw.name
+    }
+
+    /// The same lock, acting for a fixed owner: Redisson's
+    /// `lockAsync(threadId)`. Every acquisition through this handle re-enters
+    /// that owner's hold, wherever it runs; it lets one task acquire and
+    /// another release, or several tasks share one reentrant hold.
+    pub fn with_owner(&self, owner: OwnerId) -> Self {
+        Lock {
+            raw: self.raw.with_owner(owner),
+            kind: PhantomData,
+        }
+    }
+
+    /// The owner an acquisition would re-enter with right now: the explicit
+    /// owner of [`Lock::with_owner`], else the owner of the innermost
+    /// enclosing [`LockGuard::scope`] of this lock name, else `None` (the
+    /// next acquisition gets an owner of its own).
+    pub fn current_owner(&self) -> Option<OwnerId> {
+        self.raw.current_owner()
+    }
+
+    /// The hash field of an owner: `<client-id>:<owner-id>` (with `:write`
+    /// for a [`crate::WriteLock`]).
+    pub fn field_of(&self, owner: OwnerId) -> String {
+        self.raw.field_of(owner)
+    }
+
+    /// Waits as long as it takes, then holds the lock; the watchdog renews it
+    /// until released.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::WrongType`] if the key is not a lock hash,
+    /// [`crate::Error::Connection`] / [`crate::Error::Timeout`] if Redis
+    /// fails (a waiter then stops waiting), [`crate::Error::Shutdown`] once
+    /// the client shuts down, [`crate::Error::LockLost`] for a re-entry into
+    /// a hold that was lost, [`crate::Error::InvalidArgument`] for a request
+    /// that could never succeed (a reader asking for the write lock).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future never leaves the lock held (an
+    /// attempt in flight is settled in the background: whether it took the
+    /// lock is read back and it is given back), nor a place in a fair lock's
+    /// queue.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// // Give up after a second; nothing stays held either way.
+    /// if let Ok(guard) = tokio::time::timeout(Duration::from_secs(1), lock.lock()).await {
+    ///     guard?.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn lock(&self) -> Result<LockGuard> {
+        self.acquire(None, Patience::Forever)
+            .await
+            .map(|g| g.expect("waiting forever only ends once acquired"))
+    }
+
+    /// Waits as long as it takes, then holds the lock for `lease`; it is never
+    /// renewed and expires after `lease` unless released first.
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::lock`], and [`crate::Error::InvalidArgument`] for a lease
+    /// under 1 ms or over [`crate::MAX_LEASE`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Lock::lock`].
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
+        self.acquire(Some(lease), Patience::Forever)
+            .await
+            .map(|g| g.expect("waiting forever only ends once acquired"))
+    }
+
+    /// One attempt, no waiting (a fair lock's is not queued either). `None`
+    /// when someone else holds the lock.
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::lock`]; [`crate::Error::Timeout`] also when an operation
+    /// of the same owner is still settling after one command timeout.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Lock::lock`].
+    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
+        self.acquire(None, Patience::Once).await
+    }
+
+    /// Waits up to `wait` for the lock; `None` when it stayed taken (a fair
+    /// lock's place in the queue is then given up).
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::lock`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Lock::lock`].
+    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
+        self.acquire(None, Patience::For(wait)).await
+    }
+
+    /// Waits up to `wait`, then holds the lock for `lease` (never renewed).
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::lock_with_lease`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`Lock::lock`].
+    pub async fn try_lock_for_with_lease(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<LockGuard>> {
+        self.acquire(Some(lease), Patience::For(wait)).await
+    }
+
+    async fn acquire(
+        &self,
+        lease: Option<Duration>,
+        patience: Patience,
+    ) -> Result<Option<LockGuard>> {
+        Ok(self.raw.acquire(lease, patience).await?.map(LockGuard::new))
+    }
+
+    /// Releases one hold of the current owner ([`Lock::current_owner`])
+    /// without a guard, like Redisson's `unlock()`: for holds whose guard was
+    /// given up, or to check that a non-owner cannot unlock. Prefer
+    /// [`LockGuard::unlock`].
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::NotHeld`] when the current owner does not hold it
+    /// (Redisson's `IllegalMonitorStateException`); otherwise as
+    /// [`Lock::lock`].
+    ///
+    /// # Cancel safety
+    ///
+    /// The release of a hold this client tracks finishes in the background
+    /// if the future is dropped.
+    pub async fn unlock(&self) -> Result<Unlocked> {
+        self.raw.unlock().await
+    }
+
+    /// Deletes the lock whoever holds it and wakes its waiters (Redisson's
+    /// `forceUnlock`; a read or write lock only when held in that mode).
+    /// Returns whether there was a lock to delete. Holders in this client
+    /// are told at once; others at their next renewal.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::WrongType`] for a key of another type (left alone).
+    ///
+    /// # Cancel safety
+    ///
+    /// The script is sent once; dropping the future does not stop it.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        self.raw.force_unlock().await
+    }
+
+    /// Whether the lock is held (Redisson's `isLocked()`: any holder for a
+    /// lock or fair lock, read mode for a read lock, write mode for a write
+    /// lock).
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::Connection`] / [`crate::Error::Timeout`], and
+    /// [`crate::Error::WrongType`] where the kind reads the hash.
+    pub async fn is_locked(&self) -> Result<bool> {
+        self.raw.is_locked().await
+    }
+
+    /// Whether the current owner ([`Lock::current_owner`]) holds the lock:
+    /// Redisson's `isHeldByCurrentThread`. Outside a scope and without an
+    /// explicit owner there is no current owner, and this is `false`; ask a
+    /// guard instead ([`LockGuard::hold_count`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::is_locked`].
+    pub async fn is_held(&self) -> Result<bool> {
+        match self.raw.current_owner() {
+            Some(owner) => self.is_held_by(owner).await,
+            None => self.raw.engine.ensure_open().map(|()| false),
+        }
+    }
+
+    /// Whether `owner` of this client holds the lock (`HEXISTS`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::is_locked`].
+    pub async fn is_held_by(&self, owner: OwnerId) -> Result<bool> {
+        self.raw.is_held_by(owner).await
+    }
+
+    /// How many times the current owner ([`Lock::current_owner`]) holds the
+    /// lock: Redisson's `getHoldCount`. 0 when not held, and outside a scope
+    /// without an explicit owner.
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::is_locked`].
+    pub async fn hold_count(&self) -> Result<u32> {
+        self.raw.engine.ensure_open()?;
+        match self.raw.current_owner() {
+            Some(owner) => self.hold_count_of(owner).await,
+            None => Ok(0),
+        }
+    }
+
+    /// How many times `owner` of this client holds the lock (`HGET`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::is_locked`].
+    pub async fn hold_count_of(&self, owner: OwnerId) -> Result<u32> {
+        self.raw.hold_count_of(owner).await
+    }
+
+    /// Every holder of this kind recorded in the lock's hash, from any
+    /// client, Java or Rust (`HGETALL`). Empty when the lock is free.
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::is_locked`].
+    pub async fn holders(&self) -> Result<Vec<Holder>> {
+        self.raw.holders().await
+    }
+
+    /// The lock's remaining time to live (`PTTL`).
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::is_locked`].
+    pub async fn remaining_ttl(&self) -> Result<Ttl> {
+        self.raw.remaining_ttl().await
+    }
+}
+
+impl<K: Kind> std::fmt::Debug for Lock<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lock")
+            .field("kind", &self.raw.kind.name())
+            .field("name", &self.raw.name)
+            .field("owner", &self.raw.fixed_owner())
+            .finish()
+    }
+}

@@ -47,7 +47,7 @@ if wd:
     fig.savefig(f"{out}/bench-watchdog.png", dpi=110)
 print("plots written to", out)
 
-ho = results.get("handoff", [])
+ho = [r for r in results.get("handoff", []) if "fair" not in r["implementation"]]
 if ho:
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     for ax, procs in zip(axes, (1, 4)):

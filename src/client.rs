@@ -11,7 +11,7 @@ use crate::engine::watchdog::WatchdogStats;
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::naming;
-use crate::{RFairLock, RLock, RReadWriteLock};
+use crate::{RFairLock, RFencedLock, RLock, RMultiLock, RReadWriteLock, RSpinLock};
 
 /// A connection to Redis that hands out locks, like Redisson's `RedissonClient`.
 ///
@@ -112,6 +112,54 @@ impl RedissonClient {
     pub fn fair_lock(&self, name: &str) -> Result<RFairLock> {
         self.checked(name)?;
         Ok(crate::lock::handle::Lock::new(self.engine.clone(), name))
+    }
+
+    /// A handle on the fenced lock `name` (Redisson's `getFencedLock`).
+    /// Nothing is sent to Redis; the name is checked.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedissonClient::lock`].
+    pub fn fenced_lock(&self, name: &str) -> Result<RFencedLock> {
+        self.checked(name)?;
+        Ok(crate::lock::handle::Lock::new(self.engine.clone(), name))
+    }
+
+    /// A handle on the spin lock `name` (Redisson's `getSpinLock`): no
+    /// pub/sub, waiters poll. Nothing is sent to Redis; the name is checked.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedissonClient::lock`].
+    pub fn spin_lock(&self, name: &str) -> Result<RSpinLock> {
+        self.checked(name)?;
+        Ok(crate::lock::handle::Lock::new(self.engine.clone(), name))
+    }
+
+    /// A multi lock over the locks `names` of this client (Redisson's
+    /// `getMultiLock`): held only while all are. For members on several
+    /// servers, build [`RMultiLock::new`] from each client's locks.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedissonClient::lock`], for each name; [`crate::Error::InvalidArgument`]
+    /// without names.
+    pub fn multi_lock(&self, names: &[&str]) -> Result<RMultiLock> {
+        let members = names.iter().map(|n| self.lock(n)).collect::<Result<_>>()?;
+        RMultiLock::new(members)
+    }
+
+    /// A RedLock over the locks `names` of this client (Redisson's
+    /// `getRedLock`, deprecated there): held while a majority is. Its point
+    /// is members on independent servers: build [`RMultiLock::red_lock`]
+    /// from each client's locks.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedissonClient::multi_lock`].
+    pub fn red_lock(&self, names: &[&str]) -> Result<RMultiLock> {
+        let members = names.iter().map(|n| self.lock(n)).collect::<Result<_>>()?;
+        RMultiLock::red_lock(members)
     }
 
     /// Whether unlock messages use sharded pub/sub (`SPUBLISH`).

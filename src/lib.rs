@@ -84,14 +84,18 @@ mod owner;
 struct ReadmeDoctests;
 
 pub use client::RedissonClient;
-pub use config::{Config, RedissonFile, ReplicaQuorum, ShardedSubscriptionMode};
+pub use config::{BackOff, Config, Delays, RedissonFile, ReplicaQuorum, ShardedSubscriptionMode};
 pub use engine::lease::{LostSignal, MAX_LEASE};
 pub use engine::watchdog::WatchdogStats;
 pub use error::{Error, Result};
+pub use lock::acquire::{Acquirable, Acquire, Bounded, UntilAcquired};
 pub use lock::fair::RFairLock;
+pub use lock::fenced::{FencedGuard, RFencedLock};
 pub use lock::handle::Lock;
+pub use lock::multi::{MultiGuard, RMultiLock};
 pub use lock::read_write::{RReadWriteLock, ReadLock, RwMode, WriteLock};
 pub use lock::rlock::RLock;
+pub use lock::spin::RSpinLock;
 pub use lock::{Holder, LockGuard, Ttl, Unlocked};
 
 /// The kinds of [`Lock`]: type-level tags that pick the Redisson protocol a
@@ -99,8 +103,10 @@ pub use lock::{Holder, LockGuard, Ttl, Unlocked};
 /// [`ReadLock`], [`WriteLock`]).
 pub mod kind {
     pub use crate::lock::fair::Fair;
+    pub use crate::lock::fenced::Fenced;
     pub use crate::lock::handle::Kind;
     pub use crate::lock::read_write::{Read, Write};
     pub use crate::lock::rlock::Reentrant;
+    pub use crate::lock::spin::Spin;
 }
 pub use owner::OwnerId;

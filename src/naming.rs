@@ -6,6 +6,10 @@ use crate::error::{Error, Result};
 const CHANNEL_PREFIX: &str = "redisson_lock__channel";
 /// Prefix of the per-request unlock latch key (Redisson 3.24+).
 const LATCH_PREFIX: &str = "redisson_unlock_latch";
+/// Prefix of a fenced lock's token counter.
+const TOKEN_PREFIX: &str = "redisson_lock_token";
+/// Prefix of the highest fencing token that wrote a key (this crate's).
+const FENCE_PREFIX: &str = "redisson_fence";
 /// Prefix of a read-write lock's channel.
 const RWLOCK_CHANNEL_PREFIX: &str = "redisson_rwlock";
 /// Prefixes of a fair lock's waiting queue (list) and deadlines (sorted set).
@@ -56,6 +60,18 @@ pub fn read_key_prefix(name: &str) -> String {
     } else {
         format!("{{{name}}}")
     }
+}
+
+/// A fenced lock's token counter: `redisson_lock_token:{name}` (never expires).
+pub fn token_name(name: &str) -> String {
+    prefix_name(TOKEN_PREFIX, name)
+}
+
+/// The highest fencing token that has written `key` through
+/// [`crate::FencedGuard::set_if_newest`]: `redisson_fence:{key}`, in the
+/// key's cluster slot.
+pub fn fence_name(key: &str) -> String {
+    prefix_name(FENCE_PREFIX, key)
 }
 
 /// A fair lock's waiting queue: `redisson_lock_queue:{name}` (a list).

@@ -297,3 +297,61 @@ async fn a_refused_subscription_is_an_error_not_a_silent_wait() {
     }
     holder.shutdown().await;
 }
+
+/// The spin lock's rule: the base rule without any pub/sub (no channel
+/// patterns, no PUBLISH / SUBSCRIBE), nor the channel key pattern.
+const SPIN_RULE: &[&str] = &[
+    "on",
+    ">locker-pw",
+    "resetkeys",
+    "~app:*",
+    "~redisson_unlock_latch:*",
+    "resetchannels",
+    "-@all",
+    "+evalsha",
+    "+eval",
+    "+exists",
+    "+hexists",
+    "+hget",
+    "+hgetall",
+    "+hincrby",
+    "+pexpire",
+    "+pttl",
+    "+get",
+    "+set",
+    "+del",
+    "+type",
+    "+ping",
+];
+
+#[tokio::test]
+async fn a_spin_lock_works_without_any_pub_sub_permission() {
+    let mut args = vec!["--user", "spinner"];
+    args.extend_from_slice(SPIN_RULE);
+    let server = RedisServer::start_with(&args).await;
+    let mut config = common::config(&server.url(), Duration::from_secs(1));
+    config.username = Some("spinner".into());
+    config.password = Some("locker-pw".into());
+    let a = RedissonClient::connect(config.clone()).await.unwrap();
+    let b = RedissonClient::connect(config).await.unwrap();
+    let lock = a.spin_lock("app:spin").unwrap();
+    let held = lock.lock().await.unwrap();
+    let inner = held.scope(lock.lock()).await.unwrap();
+    let mut updates = a.watchdog_updates();
+    within("a renewal", updates.wait_for(|s| s.renewed >= 1))
+        .await
+        .unwrap();
+    // A waiter in another client polls, and gets it once released.
+    let other = b.spin_lock("app:spin").unwrap();
+    let waiter = tokio::spawn(async move { other.lock().await });
+    inner.unlock().await.unwrap();
+    held.unlock().await.unwrap();
+    let taken = within("the spin waiter", waiter).await.unwrap().unwrap();
+    assert!(lock.is_locked().await.unwrap());
+    assert!(lock.force_unlock().await.unwrap());
+    drop(taken);
+    // An RLock needs pub/sub: refused by this user, with a clear error.
+    let guard = a.lock("app:plain").unwrap().lock().await.unwrap();
+    let err = guard.unlock().await.unwrap_err();
+    assert!(err.to_string().contains("NOPERM"), "{err}");
+}

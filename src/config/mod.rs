@@ -1,9 +1,11 @@
 //! Client configuration, with Redisson's setting names and defaults; reading
 //! a JVM Redisson config file; TLS roots.
 
+mod backoff;
 mod redisson_file;
 pub(crate) mod tls;
 
+pub use backoff::{BackOff, Delays};
 pub use redisson_file::RedissonFile;
 
 use std::time::Duration;
@@ -121,6 +123,10 @@ pub struct Config {
     pub reconnect_max_delay: Duration,
     /// Pub/sub flavour for unlock messages.
     pub sharded_subscription_mode: ShardedSubscriptionMode,
+    /// How spin-lock waiters space their attempts (Redisson's default
+    /// exponential back-off, 1 ms to 128 ms). Not read from files.
+    #[serde(skip)]
+    pub spin_lock_backoff: BackOff,
     /// How long a fair-lock waiter that waits without a limit (`lock()`)
     /// keeps its place in the queue: the budget its queue deadline is
     /// counted with (Redisson's `fairLockWaitTimeout`, default 5 min). Use
@@ -166,6 +172,7 @@ impl std::fmt::Debug for Config {
             .field("reconnect", &self.reconnect)
             .field("sharded_subscription_mode", &self.sharded_subscription_mode)
             .field("fair_lock_wait_timeout", &self.fair_lock_wait_timeout)
+            .field("spin_lock_backoff", &self.spin_lock_backoff)
             .field("check_lock_synced_slaves", &self.check_lock_synced_slaves)
             .field("slaves_sync_timeout", &self.slaves_sync_timeout)
             .field("replica_quorum", &self.replica_quorum)
@@ -197,6 +204,7 @@ impl Default for Config {
             reconnect_max_delay: Duration::from_secs(5),
             sharded_subscription_mode: ShardedSubscriptionMode::Auto,
             fair_lock_wait_timeout: Duration::from_secs(300),
+            spin_lock_backoff: BackOff::default(),
             check_lock_synced_slaves: true,
             slaves_sync_timeout: Duration::from_secs(1),
             replica_quorum: ReplicaQuorum::Any,

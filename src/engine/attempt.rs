@@ -12,11 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fred::interfaces::{ClientLike, HashesInterface, KeysInterface};
-use fred::types::Value;
 use tokio::time::Instant;
 
 use crate::engine::hold::{Admit, Hold};
-use crate::engine::kind::Patience;
+use crate::engine::kind::{Grant, Patience};
 use crate::engine::lease::{expires_by, lease_millis};
 use crate::engine::raw::{Held, RawLock};
 use crate::engine::release::{send_unlock, UnlockRequest};
@@ -28,7 +27,8 @@ use crate::OwnerId;
 
 /// What one acquire attempt found.
 pub(crate) enum Attempt {
-    Acquired(Held),
+    /// Acquired, with the fencing token if the kind hands one out.
+    Acquired(Held, Option<i64>),
     /// Held by another owner; `None` when the key has no TTL.
     Held(Option<Duration>),
     /// Nothing was sent: a previous operation of the same owner was still
@@ -38,8 +38,9 @@ pub(crate) enum Attempt {
 
 /// What reading the state said about an acquire whose reply was lost.
 enum Resolved {
-    /// The script ran and took the lock (or one more hold of it).
-    Taken,
+    /// The script ran and took the lock (or one more hold of it); the
+    /// token it handed out, for kinds with one.
+    Taken(Option<i64>),
     /// Someone holds it; the lock's PTTL.
     Held(i64),
     /// Nobody holds it: the script has not run.
@@ -118,10 +119,9 @@ async fn acquire_locked(
             hold.lease.shorten(sent_at, lease);
         }
         let call = lock.kind.acquire(&lock.call(&field, lease, patience));
-        let (ttl, synced) = match engine.write(call).await {
-            Ok((Value::Null, synced)) => (None, synced),
-            Ok((value, synced)) => match script::as_i64(&value) {
-                Some(ttl) => (Some(ttl), synced),
+        let (grant, synced) = match engine.write(call).await {
+            Ok((value, synced)) => match lock.kind.grant(&value) {
+                Some(grant) => (grant, synced),
                 None => {
                     engine.holds.retire_if_done(hold);
                     return Err(script::unexpected("acquire", &value));
@@ -137,8 +137,8 @@ async fn acquire_locked(
             // Whether the replicas have it stays unknown here; the watchdog's
             // synced renewals cover it from the next cycle.
             Err(e) if e.outcome_unknown() => match resolve_acquire(lock, hold, &field, &e).await {
-                Ok(Resolved::Taken) => (None, Synced::NotWaited),
-                Ok(Resolved::Held(ttl)) => (Some(ttl), Synced::NotWaited),
+                Ok(Resolved::Taken(token)) => (Grant::Acquired { token }, Synced::NotWaited),
+                Ok(Resolved::Held(ttl)) => (Grant::Refused(ttl), Synced::NotWaited),
                 // It did not run, but after a timeout or a lost connection an
                 // old copy might still arrive: the error goes to the caller,
                 // as in Redisson.
@@ -156,7 +156,7 @@ async fn acquire_locked(
                 return Err(lock.wrong_type(e));
             }
         };
-        if let (None, Synced::Short { .. }) = (ttl, synced) {
+        if let (Grant::Acquired { .. }, Synced::Short { .. }) = (grant, synced) {
             // Taken on the primary only: a failover now would lose it while
             // we believe we hold it. Undo, then retry (Redisson's
             // NoSyncedSlavesException handling).
@@ -172,8 +172,8 @@ async fn acquire_locked(
             tokio::time::sleep(config.retry_delay).await;
             continue;
         }
-        return match ttl {
-            None if Instant::now() >= expires_by(sent_at, lease) => {
+        return match grant {
+            Grant::Acquired { .. } if Instant::now() >= expires_by(sent_at, lease) => {
                 // The grant arrived after the lease it set could have run
                 // out: someone else may hold the lock by now. Not an
                 // acquisition: give back what may still be ours, and let the
@@ -183,15 +183,14 @@ async fn acquire_locked(
                 engine.holds.retire_if_done(hold);
                 Ok(Attempt::Held(Some(Duration::ZERO)))
             }
-            None => {
+            Grant::Acquired { token } => {
                 hold.on_acquired(sent_at, lease, watchdog);
-                Ok(Attempt::Acquired(Held::new(
-                    lock.engine.clone(),
-                    hold.clone(),
-                    watchdog,
-                )))
+                Ok(Attempt::Acquired(
+                    Held::new(lock.engine.clone(), hold.clone(), watchdog),
+                    token,
+                ))
             }
-            Some(ttl) => {
+            Grant::Refused(ttl) => {
                 engine.holds.retire_if_done(hold);
                 Ok(Attempt::Held(match ttl {
                     // A key without a TTL: only a message can end the wait.
@@ -253,7 +252,15 @@ async fn resolve_acquire(
     let ours = i64::from(hold.count());
     tracing::info!(lock = %lock.name, count, ours, "resolved an acquire whose reply was lost");
     if count == ours + 1 {
-        return Ok(Resolved::Taken);
+        // Held by us, so nobody else can have advanced the token since.
+        let token = match lock.kind.token_key(&lock.name) {
+            Some(key) => {
+                let token: Option<i64> = lock.query(redis.get(key)).await.map_err(unknown)?;
+                token
+            }
+            None => None,
+        };
+        return Ok(Resolved::Taken(token));
     }
     if count != ours {
         return Err(unknown(Error::Redis(format!(

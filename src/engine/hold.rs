@@ -71,6 +71,14 @@ impl Hold {
         self.lease.confirm(sent_at, lease);
     }
 
+    /// From now on every hold of this owner is on an explicit `lease`:
+    /// never renewed (a multi lock's members once all are held).
+    pub(crate) fn set_explicit_lease(&self, lease: Duration) {
+        let mut s = self.state.lock();
+        s.watchdog_holds = 0;
+        s.explicit_lease_ms = lease.as_millis().clamp(1, u64::MAX as u128) as u64;
+    }
+
     /// Forgets one hold; returns how many are left.
     pub(crate) fn on_released(&self, watchdog: bool) -> u32 {
         let mut s = self.state.lock();

@@ -33,17 +33,33 @@ pub(crate) trait LockKind: Send + Sync + 'static {
         crate::naming::field_name(client_id, owner)
     }
 
-    /// The channel a waiter with this `field` listens on.
-    fn channel(&self, lock: &str, field: &str) -> String;
+    /// The channel a waiter with this `field` listens on; `None` for a kind
+    /// without pub/sub (the spin lock), whose waiters poll with a back-off.
+    fn channel(&self, lock: &str, field: &str) -> Option<String>;
 
     /// How a message on that channel wakes local waiters.
     fn wake(&self) -> Wake {
         Wake::OneOrAll
     }
 
-    /// One acquire attempt. Its reply: nil when acquired, else the lock's
-    /// PTTL.
+    /// One acquire attempt. Its reply, read by [`LockKind::grant`]: by
+    /// default nil when acquired, else the lock's PTTL.
     fn acquire(&self, call: &Call) -> ScriptCall;
+
+    /// Reads an acquire reply; `None` for a reply of an unexpected shape.
+    fn grant(&self, reply: &Value) -> Option<Grant> {
+        match reply {
+            Value::Null => Some(Grant::Acquired { token: None }),
+            other => crate::engine::script::as_i64(other).map(Grant::Refused),
+        }
+    }
+
+    /// Where the token of an acquisition whose reply was lost can be read
+    /// back, once it is known to have run (the fenced lock's counter: no one
+    /// else can increment it while this owner holds the lock).
+    fn token_key(&self, _lock: &str) -> Option<String> {
+        None
+    }
 
     /// One release through the unlock latch `latch`. Its reply: 1 released,
     /// 0 still held (one hold fewer), nil not held by this field.
@@ -93,6 +109,15 @@ pub(crate) trait LockKind: Send + Sync + 'static {
     fn refuse(&self, _engine: &Engine, _lock: &str, _owner: OwnerId) -> Option<crate::Error> {
         None
     }
+}
+
+/// What an acquire attempt's reply said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Grant {
+    /// Acquired (or re-entered), with the fencing token if the kind has one.
+    Acquired { token: Option<i64> },
+    /// Not acquired; the lock's PTTL (-1 no TTL, -2 no key).
+    Refused(i64),
 }
 
 /// How a kind answers `is_locked`.

@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use fred::interfaces::{HashesInterface, KeysInterface};
 
+use crate::config::BackOff;
 use crate::engine::hold::Hold;
 use crate::engine::kind::{Call, LockKind, LockedWhen, Patience};
 use crate::engine::lease::LostSignal;
-use crate::engine::wait;
+use crate::engine::wait::{self, Granted};
 use crate::engine::{release, script, Engine};
 use crate::error::{Error, Result};
 use crate::lock::{Holder, Ttl, Unlocked};
@@ -26,6 +27,9 @@ pub(crate) struct RawLock {
     pub(crate) kind: &'static dyn LockKind,
     pub(crate) name: Arc<str>,
     owner: Option<OwnerId>,
+    /// How a waiter polls when the kind has no channel; the client's
+    /// `spinLockBackoff` unless set on the handle.
+    backoff: Option<BackOff>,
 }
 
 impl RawLock {
@@ -35,6 +39,7 @@ impl RawLock {
             kind,
             name: name.into(),
             owner: None,
+            backoff: None,
         }
     }
 
@@ -45,6 +50,7 @@ impl RawLock {
             kind: hold.kind,
             name: hold.name.clone(),
             owner: None,
+            backoff: None,
         }
     }
 
@@ -54,6 +60,19 @@ impl RawLock {
             owner: Some(owner),
             ..self.clone()
         }
+    }
+
+    /// The same lock, polling with `backoff` where it has no channel.
+    pub(crate) fn with_backoff(&self, backoff: BackOff) -> Self {
+        RawLock {
+            backoff: Some(backoff),
+            ..self.clone()
+        }
+    }
+
+    /// How a waiter of this lock polls when its kind has no channel.
+    pub(crate) fn backoff(&self) -> BackOff {
+        self.backoff.unwrap_or(self.engine.config.spin_lock_backoff)
     }
 
     pub(crate) fn fixed_owner(&self) -> Option<OwnerId> {
@@ -97,7 +116,7 @@ impl RawLock {
         &self,
         lease: Option<Duration>,
         patience: Patience,
-    ) -> Result<Option<Held>> {
+    ) -> Result<Option<Granted>> {
         if let Some(lease) = lease {
             crate::engine::lease::lease_millis(lease, "lease")?;
         }
@@ -293,6 +312,11 @@ impl Held {
         }
     }
 
+    /// The client's engine.
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
     /// The lock this hold is of, as the engine sees it.
     fn lock(&self) -> RawLock {
         RawLock::of_hold(self.engine.clone(), &self.hold)
@@ -336,6 +360,29 @@ impl Held {
 
     pub(crate) fn lost_signal(&self) -> LostSignal {
         LostSignal::new(self.hold.clone())
+    }
+
+    /// Sets the hold's lease (it is not renewed from then on), if the lock
+    /// is still this owner's: the kind's renewal script for this one hold,
+    /// to `lease`. Returns whether Redis still had it.
+    pub(crate) async fn set_lease(&self, lease: Duration) -> Result<bool> {
+        let lease_ms = crate::engine::lease::lease_millis(lease, "lease")?;
+        let renewal = self.hold.kind.renewal();
+        let (call, _) = renewal.batch(&self.engine, std::slice::from_ref(&self.hold), lease_ms);
+        let sent_at = tokio::time::Instant::now();
+        let (reply, _) = self.engine.write(call).await?;
+        let held = match reply {
+            fred::types::Value::Array(flags) => flags
+                .first()
+                .and_then(script::as_i64)
+                .is_some_and(|flag| flag == 1),
+            _ => false,
+        };
+        if held {
+            self.hold.set_explicit_lease(lease);
+            self.hold.lease.confirm(sent_at, lease);
+        }
+        Ok(held)
     }
 
     pub(crate) async fn unlock(mut self) -> Result<Unlocked> {

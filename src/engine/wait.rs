@@ -31,11 +31,14 @@ use crate::OwnerId;
 const FIRST_BACKOFF: Duration = Duration::from_millis(2);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
+/// An acquisition: the hold, and the fencing token if the kind has one.
+pub(crate) type Granted = (Held, Option<i64>);
+
 pub(crate) async fn acquire(
     lock: &RawLock,
     lease: Option<Duration>,
     patience: Patience,
-) -> Result<Option<Held>> {
+) -> Result<Option<Granted>> {
     let owner = lock.acquiring_owner();
     let engine = &lock.engine;
     let deadline = match patience {
@@ -44,7 +47,7 @@ pub(crate) async fn acquire(
             // owner's previous operation to settle.
             let slot_deadline = Instant::now() + engine.timeout();
             return match acquire_once(lock, owner, lease, Some(slot_deadline), patience).await? {
-                Attempt::Acquired(held) => Ok(Some(held)),
+                Attempt::Acquired(held, token) => Ok(Some((held, token))),
                 Attempt::Held(_) => Ok(None),
                 Attempt::Busy => Err(Error::Timeout(engine.timeout())),
             };
@@ -57,9 +60,9 @@ pub(crate) async fn acquire(
     // leaving without the lock, in any way, must clean that up.
     let give_up = GiveUpOnDrop::new(lock, owner, patience);
     match wait(lock, owner, lease, patience, deadline).await {
-        Ok(Some(held)) => {
+        Ok(Some(granted)) => {
             give_up.disarm();
-            Ok(Some(held))
+            Ok(Some(granted))
         }
         other => {
             give_up.now().await;
@@ -74,57 +77,80 @@ async fn wait(
     lease: Option<Duration>,
     patience: Patience,
     deadline: Option<Instant>,
-) -> Result<Option<Held>> {
+) -> Result<Option<Granted>> {
     let engine = &lock.engine;
-    if let Attempt::Acquired(held) = acquire_once(lock, owner, lease, deadline, patience).await? {
-        return Ok(Some(held));
+    if let Attempt::Acquired(held, token) =
+        acquire_once(lock, owner, lease, deadline, patience).await?
+    {
+        return Ok(Some((held, token)));
     }
     let Some(left) = time_left(deadline) else {
         return Ok(None);
     };
-    // Redisson: `lock()` gives the subscription `subscriptionTimeout`, a
-    // `tryLock(wait)` the rest of its wait.
-    let limit = match deadline {
-        Some(_) => left,
-        None => engine.config.subscription_timeout,
-    };
     let closing = engine.lifecycle.closing();
-    let channel = lock.kind.channel(&lock.name, &lock.field_of(owner));
-    let joined = tokio::select! {
-        joined = engine.hub.join(&channel, lock.kind.wake(), limit) => joined,
-        _ = until_set(closing.clone()) => return Err(Error::Shutdown),
+    // A kind without pub/sub (the spin lock) polls; the others join their
+    // channel. Redisson: `lock()` gives the subscription
+    // `subscriptionTimeout`, a `tryLock(wait)` the rest of its wait.
+    let subscription = match lock.kind.channel(&lock.name, &lock.field_of(owner)) {
+        None => None,
+        Some(channel) => {
+            let limit = match deadline {
+                Some(_) => left,
+                None => engine.config.subscription_timeout,
+            };
+            let joined = tokio::select! {
+                joined = engine.hub.join(&channel, lock.kind.wake(), limit) => joined,
+                _ = until_set(closing.clone()) => return Err(Error::Shutdown),
+            };
+            match joined {
+                Err(Error::Timeout(_)) if deadline.is_some_and(|d| Instant::now() >= d) => {
+                    return Ok(None)
+                }
+                other => Some(other?),
+            }
+        }
     };
-    let subscription = match joined {
-        Err(Error::Timeout(_)) if deadline.is_some_and(|d| Instant::now() >= d) => return Ok(None),
-        other => other?,
-    };
+    let mut polling = lock.backoff().start();
     let mut backoff = FIRST_BACKOFF;
     loop {
-        let woken = subscription.woken();
-        tokio::pin!(woken);
-        woken.as_mut().enable();
+        let woken = std::pin::pin!(subscription.as_ref().map(|s| s.woken()));
+        let mut woken = woken;
+        if let Some(woken) = woken.as_mut().as_pin_mut() {
+            woken.enable();
+        }
         let ttl = match acquire_once(lock, owner, lease, deadline, patience).await? {
-            Attempt::Acquired(held) => return Ok(Some(held)),
+            Attempt::Acquired(held, token) => return Ok(Some((held, token))),
             Attempt::Held(ttl) => ttl,
             Attempt::Busy => return Ok(None),
         };
         let Some(left) = time_left(deadline) else {
             return Ok(None);
         };
-        let pause = match ttl {
-            Some(Duration::ZERO) => {
+        let pause = match (&subscription, ttl) {
+            // No message will come: poll, never past the TTL.
+            (None, ttl) => polling.next_delay().min(ttl.unwrap_or(Duration::MAX)),
+            (Some(_), Some(Duration::ZERO)) => {
                 let pause = backoff;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
                 pause
             }
-            Some(ttl) => {
+            (Some(_), Some(ttl)) => {
                 backoff = FIRST_BACKOFF;
                 ttl
             }
-            None => Duration::MAX,
+            (Some(_), None) => Duration::MAX,
+        };
+        let pause = pause.min(left);
+        let slept = async {
+            match woken.as_mut().as_pin_mut() {
+                Some(woken) => {
+                    let _ = tokio::time::timeout(pause, woken).await;
+                }
+                None => tokio::time::sleep(pause).await,
+            }
         };
         tokio::select! {
-            _ = tokio::time::timeout(pause.min(left), woken) => {}
+            _ = slept => {}
             _ = until_set(closing.clone()) => return Err(Error::Shutdown),
         }
     }

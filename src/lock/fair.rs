@@ -21,6 +21,7 @@ use crate::engine::watchdog::FieldRenewal;
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::lock::handle::{sealed, Kind, Lock};
+use crate::lock::LockGuard;
 use crate::naming;
 
 /// Redisson's fair lock (`getFairLock(name)`): waiters get it in the order
@@ -51,7 +52,13 @@ pub type RFairLock = Lock<Fair>;
 #[derive(Debug)]
 pub enum Fair {}
 
-impl Kind for Fair {}
+impl Kind for Fair {
+    type Guard = LockGuard;
+
+    fn guard(granted: sealed::Granted) -> LockGuard {
+        LockGuard::new(granted.0)
+    }
+}
 
 impl sealed::Sealed for Fair {
     fn describe() -> sealed::Described {
@@ -141,8 +148,8 @@ impl LockKind for FairKind {
         2
     }
 
-    fn channel(&self, lock: &str, field: &str) -> String {
-        naming::fair_waiter_channel(lock, field)
+    fn channel(&self, lock: &str, field: &str) -> Option<String> {
+        Some(naming::fair_waiter_channel(lock, field))
     }
 
     fn acquire(&self, call: &Call) -> ScriptCall {

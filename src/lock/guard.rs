@@ -44,6 +44,16 @@ impl LockGuard {
         LockGuard { held }
     }
 
+    /// The client's engine.
+    pub(crate) fn engine(&self) -> &crate::engine::Engine {
+        self.held.engine()
+    }
+
+    /// Puts the hold on `lease` (no longer renewed), if Redis still has it.
+    pub(crate) async fn set_lease(&self, lease: std::time::Duration) -> Result<bool> {
+        self.held.set_lease(lease).await
+    }
+
     /// The lock's name.
     pub fn name(&self) -> &str {
         self.held.name()

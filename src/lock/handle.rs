@@ -12,20 +12,34 @@ use crate::engine::kind::Patience;
 use crate::engine::raw::RawLock;
 use crate::engine::Engine;
 use crate::error::Result;
-use crate::lock::{Holder, LockGuard, Ttl, Unlocked};
+use crate::lock::acquire::sealed::Terms;
+use crate::lock::acquire::{Acquirable, Acquire, BoxFuture};
+use crate::lock::{Holder, Ttl, Unlocked};
 use crate::OwnerId;
 
 /// The kinds of lock a [`Lock`] can be: [`crate::kind::Reentrant`]
 /// ([`crate::RLock`]), [`crate::kind::Fair`] ([`crate::RFairLock`]),
 /// [`crate::kind::Read`] and [`crate::kind::Write`] (the halves of an
 /// [`crate::RReadWriteLock`]). Sealed: each one is a Redisson protocol.
-pub trait Kind: sealed::Sealed + Send + Sync + 'static {}
+pub trait Kind: sealed::Sealed + Send + Sync + 'static {
+    /// What an acquisition hands out: a [`crate::LockGuard`], or for the fenced
+    /// lock a [`crate::FencedGuard`], which also carries its token.
+    type Guard: Send + 'static;
+
+    #[doc(hidden)]
+    fn guard(granted: sealed::Granted) -> Self::Guard;
+}
 
 pub(crate) mod sealed {
     use crate::engine::kind::LockKind;
+    use crate::engine::raw::Held;
 
     /// What the engine needs of a kind, opaque outside the crate.
     pub struct Described(pub(crate) &'static dyn LockKind);
+
+    /// An acquisition, opaque outside the crate: the hold, and its fencing
+    /// token if the kind hands one out.
+    pub struct Granted(pub(crate) Held, pub(crate) Option<i64>);
 
     /// Not nameable outside the crate: only its kinds implement [`super::Kind`].
     pub trait Sealed {
@@ -38,10 +52,10 @@ pub(crate) mod sealed {
 /// sends nothing to Redis. Use it through its aliases: [`crate::RLock`],
 /// [`crate::RFairLock`], [`crate::ReadLock`], [`crate::WriteLock`].
 ///
-/// Acquire methods return a [`LockGuard`]. Each acquisition is its own owner,
+/// Acquire methods return a [`crate::LockGuard`]. Each acquisition is its own owner,
 /// so two futures that wait for the same lock exclude each other even when
 /// one task polls both (`join!`, `select!`, `FuturesUnordered`). Re-entry is
-/// scoped: inside [`LockGuard::scope`], acquiring the same lock again
+/// scoped: inside [`crate::LockGuard::scope`], acquiring the same lock again
 /// re-enters the guard's hold (the hold count goes up, as a nested `lock()`
 /// in one Java thread does); outside it, a second `lock()` waits for the
 /// first guard like anyone else. [`Lock::with_owner`] fixes the owner
@@ -79,6 +93,13 @@ impl<K: Kind> Lock<K> {
         }
     }
 
+    pub(crate) fn from_raw(raw: RawLock) -> Self {
+        Lock {
+            raw,
+            kind: PhantomData,
+        }
+    }
+
     /// The lock's name (its Redis key).
     pub fn name(&self) -> &str {
         &self.raw.name
@@ -89,15 +110,12 @@ impl<K: Kind> Lock<K> {
     /// that owner's hold, wherever it runs; it lets one task acquire and
     /// another release, or several tasks share one reentrant hold.
     pub fn with_owner(&self, owner: OwnerId) -> Self {
-        Lock {
-            raw: self.raw.with_owner(owner),
-            kind: PhantomData,
-        }
+        Lock::from_raw(self.raw.with_owner(owner))
     }
 
     /// The owner an acquisition would re-enter with right now: the explicit
     /// owner of [`Lock::with_owner`], else the owner of the innermost
-    /// enclosing [`LockGuard::scope`] of this lock name, else `None` (the
+    /// enclosing [`crate::LockGuard::scope`] of this lock name, else `None` (the
     /// next acquisition gets an owner of its own).
     pub fn current_owner(&self) -> Option<OwnerId> {
         self.raw.current_owner()
@@ -107,6 +125,90 @@ impl<K: Kind> Lock<K> {
     /// for a [`crate::WriteLock`]).
     pub fn field_of(&self, owner: OwnerId) -> String {
         self.raw.field_of(owner)
+    }
+
+    /// Builds an acquisition: `lock.acquire().wait(d).lease(l).await`. The
+    /// methods below are shorthands for its common forms.
+    pub fn acquire(&self) -> Acquire<'_, Self> {
+        Acquire::new(self)
+    }
+
+    /// Runs `work` under the lock: acquires it (waiting as long as it
+    /// takes), runs `work` inside the guard's scope (so `work` may take the
+    /// lock again), and always releases it. `work` gets the lost signal, to
+    /// stop before writing; if the lock is lost first, `work` is dropped and
+    /// the result is [`crate::Error::LockLost`]. A panic in `work` releases
+    /// the lock too (the guard is dropped while unwinding). For a bounded
+    /// wait or a lease: `lock.acquire().wait(d).lease(l).run(work)`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::lock`]; [`crate::Error::LockLost`] when the lock was lost
+    /// before `work` finished or could not be released cleanly.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future drops `work` and releases the lock in the
+    /// background.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// let total = lock
+    ///     .run(|lost| async move {
+    ///         let subtotal = 40; // ... the critical section ...
+    ///         if lost.is_lost() {
+    ///             return None; // stop before writing
+    ///         }
+    ///         Some(subtotal + 2)
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn run<F, Fut, T>(&self, work: F) -> Result<T>
+    where
+        F: FnOnce(crate::LostSignal) -> Fut,
+        Fut: std::future::Future<Output = T>,
+    {
+        self.run_with(None, Patience::Forever, work)
+            .await
+            .map(|v| v.expect("waiting forever only ends once acquired"))
+    }
+
+    /// [`Lock::run`] with any wait and lease; `None` when not acquired.
+    pub(crate) async fn run_with<F, Fut, T>(
+        &self,
+        lease: Option<Duration>,
+        patience: Patience,
+        work: F,
+    ) -> Result<Option<T>>
+    where
+        F: FnOnce(crate::LostSignal) -> Fut,
+        Fut: std::future::Future<Output = T>,
+    {
+        if let Some(lease) = lease {
+            crate::engine::lease::lease_millis(lease, "lease")?;
+        }
+        let Some((held, _token)) = self.raw.acquire(lease, patience).await? else {
+            return Ok(None);
+        };
+        let guard = crate::LockGuard::new(held);
+        let lost = guard.lost_signal();
+        let outcome = {
+            let work = guard.scope(work(lost.clone()));
+            tokio::select! {
+                biased;
+                _ = lost.lost() => None,
+                value = work => Some(value),
+            }
+        };
+        let released = guard.unlock().await;
+        match (outcome, released) {
+            (Some(value), Ok(_)) => Ok(Some(value)),
+            (None, _) | (_, Err(crate::Error::LockLost { .. })) => Err(crate::Error::LockLost {
+                name: self.raw.name.to_string(),
+            }),
+            (Some(_), Err(e)) => Err(e),
+        }
     }
 
     /// Waits as long as it takes, then holds the lock; the watchdog renews it
@@ -137,8 +239,8 @@ impl<K: Kind> Lock<K> {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn lock(&self) -> Result<LockGuard> {
-        self.acquire(None, Patience::Forever)
+    pub async fn lock(&self) -> Result<K::Guard> {
+        self.acquire_with(None, Patience::Forever)
             .await
             .map(|g| g.expect("waiting forever only ends once acquired"))
     }
@@ -154,8 +256,8 @@ impl<K: Kind> Lock<K> {
     /// # Cancel safety
     ///
     /// As [`Lock::lock`].
-    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
-        self.acquire(Some(lease), Patience::Forever)
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<K::Guard> {
+        self.acquire_with(Some(lease), Patience::Forever)
             .await
             .map(|g| g.expect("waiting forever only ends once acquired"))
     }
@@ -171,8 +273,8 @@ impl<K: Kind> Lock<K> {
     /// # Cancel safety
     ///
     /// As [`Lock::lock`].
-    pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
-        self.acquire(None, Patience::Once).await
+    pub async fn try_lock(&self) -> Result<Option<K::Guard>> {
+        self.acquire_with(None, Patience::Once).await
     }
 
     /// Waits up to `wait` for the lock; `None` when it stayed taken (a fair
@@ -185,8 +287,8 @@ impl<K: Kind> Lock<K> {
     /// # Cancel safety
     ///
     /// As [`Lock::lock`].
-    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
-        self.acquire(None, Patience::For(wait)).await
+    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<K::Guard>> {
+        self.acquire_with(None, Patience::For(wait)).await
     }
 
     /// Waits up to `wait`, then holds the lock for `lease` (never renewed).
@@ -202,22 +304,26 @@ impl<K: Kind> Lock<K> {
         &self,
         wait: Duration,
         lease: Duration,
-    ) -> Result<Option<LockGuard>> {
-        self.acquire(Some(lease), Patience::For(wait)).await
+    ) -> Result<Option<K::Guard>> {
+        self.acquire_with(Some(lease), Patience::For(wait)).await
     }
 
-    async fn acquire(
+    pub(crate) async fn acquire_with(
         &self,
         lease: Option<Duration>,
         patience: Patience,
-    ) -> Result<Option<LockGuard>> {
-        Ok(self.raw.acquire(lease, patience).await?.map(LockGuard::new))
+    ) -> Result<Option<K::Guard>> {
+        Ok(self
+            .raw
+            .acquire(lease, patience)
+            .await?
+            .map(|(held, token)| K::guard(sealed::Granted(held, token))))
     }
 
     /// Releases one hold of the current owner ([`Lock::current_owner`])
     /// without a guard, like Redisson's `unlock()`: for holds whose guard was
     /// given up, or to check that a non-owner cannot unlock. Prefer
-    /// [`LockGuard::unlock`].
+    /// [`crate::LockGuard::unlock`].
     ///
     /// # Errors
     ///
@@ -264,7 +370,7 @@ impl<K: Kind> Lock<K> {
     /// Whether the current owner ([`Lock::current_owner`]) holds the lock:
     /// Redisson's `isHeldByCurrentThread`. Outside a scope and without an
     /// explicit owner there is no current owner, and this is `false`; ask a
-    /// guard instead ([`LockGuard::hold_count`]).
+    /// guard instead ([`crate::LockGuard::hold_count`]).
     ///
     /// # Errors
     ///
@@ -326,6 +432,16 @@ impl<K: Kind> Lock<K> {
     /// As [`Lock::is_locked`].
     pub async fn remaining_ttl(&self) -> Result<Ttl> {
         self.raw.remaining_ttl().await
+    }
+}
+
+impl<K: Kind> crate::lock::acquire::sealed::Sealed for Lock<K> {}
+
+impl<K: Kind> Acquirable for Lock<K> {
+    type Guard = K::Guard;
+
+    fn acquire_on(&self, terms: Terms) -> BoxFuture<'_, Result<Option<K::Guard>>> {
+        Box::pin(self.acquire_with(terms.lease, terms.patience))
     }
 }
 

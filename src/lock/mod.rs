@@ -4,11 +4,15 @@
 //! `read_write.rs`) holds its alias, its `LockKind` for the engine (scripts,
 //! keys, channel) and what only it has. One guard, [`LockGuard`], for all.
 
+pub(crate) mod acquire;
 pub(crate) mod fair;
+pub(crate) mod fenced;
 pub(crate) mod guard;
 pub(crate) mod handle;
+pub(crate) mod multi;
 pub(crate) mod read_write;
 pub(crate) mod rlock;
+pub(crate) mod spin;
 
 use std::time::Duration;
 
@@ -58,6 +62,8 @@ mod tests {
             super::fair::Fair::describe().0,
             super::read_write::Read::describe().0,
             super::read_write::Write::describe().0,
+            super::fenced::Fenced::describe().0,
+            super::spin::Spin::describe().0,
         ];
         let ids: std::collections::BTreeSet<u8> = kinds.iter().map(|k| k.id()).collect();
         let names: std::collections::BTreeSet<&str> = kinds.iter().map(|k| k.name()).collect();

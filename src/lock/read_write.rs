@@ -23,7 +23,7 @@ use crate::engine::watchdog::FieldRenewal;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::lock::handle::{sealed, Kind, Lock};
-use crate::lock::Ttl;
+use crate::lock::{LockGuard, Ttl};
 use crate::naming;
 use crate::OwnerId;
 
@@ -171,8 +171,20 @@ pub enum Read {}
 #[derive(Debug)]
 pub enum Write {}
 
-impl Kind for Read {}
-impl Kind for Write {}
+impl Kind for Read {
+    type Guard = LockGuard;
+
+    fn guard(granted: sealed::Granted) -> LockGuard {
+        LockGuard::new(granted.0)
+    }
+}
+impl Kind for Write {
+    type Guard = LockGuard;
+
+    fn guard(granted: sealed::Granted) -> LockGuard {
+        LockGuard::new(granted.0)
+    }
+}
 
 impl sealed::Sealed for Read {
     fn describe() -> sealed::Described {
@@ -227,8 +239,8 @@ impl LockKind for ReadKind {
         3
     }
 
-    fn channel(&self, lock: &str, _field: &str) -> String {
-        naming::rwlock_channel_name(lock)
+    fn channel(&self, lock: &str, _field: &str) -> Option<String> {
+        Some(naming::rwlock_channel_name(lock))
     }
 
     fn acquire(&self, call: &Call) -> ScriptCall {
@@ -299,8 +311,8 @@ impl LockKind for WriteKind {
         format!("{}:write", naming::field_name(client_id, owner))
     }
 
-    fn channel(&self, lock: &str, _field: &str) -> String {
-        naming::rwlock_channel_name(lock)
+    fn channel(&self, lock: &str, _field: &str) -> Option<String> {
+        Some(naming::rwlock_channel_name(lock))
     }
 
     fn acquire(&self, call: &Call) -> ScriptCall {

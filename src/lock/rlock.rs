@@ -13,6 +13,7 @@ use crate::engine::script::Script;
 use crate::engine::watchdog::FieldRenewal;
 use crate::engine::Engine;
 use crate::lock::handle::{sealed, Kind, Lock};
+use crate::lock::LockGuard;
 use crate::naming;
 
 /// Redisson's reentrant lock (`getLock(name)`): one owner at a time, who may
@@ -34,7 +35,13 @@ pub type RLock = Lock<Reentrant>;
 #[derive(Debug)]
 pub enum Reentrant {}
 
-impl Kind for Reentrant {}
+impl Kind for Reentrant {
+    type Guard = LockGuard;
+
+    fn guard(granted: sealed::Granted) -> LockGuard {
+        LockGuard::new(granted.0)
+    }
+}
 
 impl sealed::Sealed for Reentrant {
     fn describe() -> sealed::Described {
@@ -73,45 +80,62 @@ impl LockKind for ReentrantKind {
         1
     }
 
-    fn channel(&self, lock: &str, _field: &str) -> String {
-        naming::channel_name(lock)
+    fn channel(&self, lock: &str, _field: &str) -> Option<String> {
+        Some(naming::channel_name(lock))
     }
 
     fn acquire(&self, call: &Call) -> ScriptCall {
-        ScriptCall {
-            script: &ACQUIRE,
-            keys: vec![call.lock.to_string()],
-            args: vec![call.lease_ms.into(), call.field.into()],
-        }
+        acquire(call)
     }
 
     fn unlock(&self, call: &Call, latch: &Latch) -> ScriptCall {
-        ScriptCall {
-            script: &UNLOCK,
-            keys: vec![
-                call.lock.to_string(),
-                naming::channel_name(call.lock),
-                latch.key.clone(),
-            ],
-            args: vec![
-                UNLOCK_MESSAGE.into(),
-                call.lease_ms.into(),
-                call.field.into(),
-                call.engine.publish_command.into(),
-                latch.ttl_ms.into(),
-            ],
-        }
+        unlock(call, latch)
     }
 
     fn force_unlock(&self, engine: &Engine, lock: &str) -> ScriptCall {
-        ScriptCall {
-            script: &FORCE_UNLOCK,
-            keys: vec![lock.to_string(), naming::channel_name(lock)],
-            args: vec![UNLOCK_MESSAGE.into(), engine.publish_command.into()],
-        }
+        force_unlock(engine, lock)
     }
 
     fn renewal(&self) -> &'static dyn Renewal {
         &FieldRenewal
+    }
+}
+
+/// RLock's acquire; also the spin lock's.
+pub(super) fn acquire(call: &Call) -> ScriptCall {
+    ScriptCall {
+        script: &ACQUIRE,
+        keys: vec![call.lock.to_string()],
+        args: vec![call.lease_ms.into(), call.field.into()],
+    }
+}
+
+/// RLock's unlock through the latch, publishing `0` on the lock's channel;
+/// also the fenced lock's.
+pub(super) fn unlock(call: &Call, latch: &Latch) -> ScriptCall {
+    ScriptCall {
+        script: &UNLOCK,
+        keys: vec![
+            call.lock.to_string(),
+            naming::channel_name(call.lock),
+            latch.key.clone(),
+        ],
+        args: vec![
+            UNLOCK_MESSAGE.into(),
+            call.lease_ms.into(),
+            call.field.into(),
+            call.engine.publish_command.into(),
+            latch.ttl_ms.into(),
+        ],
+    }
+}
+
+/// RLock's force unlock: deletes the hash and publishes `0`; also the fenced
+/// lock's.
+pub(super) fn force_unlock(engine: &Engine, lock: &str) -> ScriptCall {
+    ScriptCall {
+        script: &FORCE_UNLOCK,
+        keys: vec![lock.to_string(), naming::channel_name(lock)],
+        args: vec![UNLOCK_MESSAGE.into(), engine.publish_command.into()],
     }
 }

@@ -16,6 +16,10 @@ use super::within;
 /// The Redisson versions the suite runs against (Maven profile, version).
 pub const VERSIONS: [(&str, &str); 2] = [("redisson-4", "4.7.0"), ("redisson-3", "3.16.4")];
 
+/// The versions with a fenced lock (3.19+): the newest, and the last 3.x.
+pub const FENCED_VERSIONS: [(&str, &str); 2] =
+    [("redisson-4", "4.7.0"), ("redisson-3-last", "3.52.0")];
+
 type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<Result<String, String>>>>>;
 
 /// A running JVM peer.

@@ -91,6 +91,161 @@ def check(cond, what):
         sys.exit(1)
 
 
+def fenced_checks(p, q, port):
+    """Fenced lock (Redisson >= 3.19): tokens grow per acquisition; ERR on 3.16.4."""
+    if p.version.startswith("3."):
+        for cmd in ("fencedLock fl 1 -1", "fencedTryLock fl 1 0 -1", "fencedUnlock fl 1",
+                    "fencedToken fl", "fencedContend fl 1 3 tokens"):
+            r = p.call(cmd)
+            check(r.startswith("ERR UnsupportedOperationException "), f"{cmd} -> {r} (Redisson {p.version})")
+        check(rcli(port, "EXISTS", "fl", "tokens") == "0", "nothing written without a fenced lock")
+        return
+    check(p.call("fencedToken fl") == "OK 0", "fencedToken of a fresh lock -> 0")
+    t1 = int(p.call("fencedLock fl 1 -1").split()[1])
+    check(rcli(port, "HGETALL", "fl").split("\n") == [f"{p.client_id}:1", "1"], "fenced lock hash field")
+    check(rcli(port, "GET", "redisson_lock_token:{fl}") == str(t1), f"token key = {t1}")
+    check(p.call("fencedTryLock fl 2 0 -1") == "OK null", "fencedTryLock other tid -> null")
+    check(p.call("fencedIsHeldByThread fl 1") == "OK true", "fencedIsHeldByThread fl 1")
+    check(p.call("fencedUnlock fl 1") == "OK", "fencedUnlock fl 1")
+    t2 = int(p.call("fencedLock fl 1 -1").split()[1])
+    check(t2 > t1, f"second fencedLock token {t2} > {t1}")
+    check(p.call("fencedToken fl") == f"OK {t2}", "fencedToken = last token")
+    blocked = p.send("fencedTryLock fl 3 5000 2000")
+    time.sleep(0.3)
+    check(not p.has(blocked), "fencedTryLock with wait blocks")
+    p.call("fencedUnlock fl 1")
+    r = p.wait(blocked, 6)
+    check(r.startswith("OK ") and int(r.split()[1]) > t2, f"waiting fencedTryLock -> {r}")
+    pttl = int(rcli(port, "PTTL", "fl"))
+    check(1000 < pttl <= 2000, f"PTTL fl = {pttl} (lease 2000)")
+    check(p.call("fencedForceUnlock fl") == "OK true", "fencedForceUnlock")
+    runs = [(p, p.send("fencedContend fc 1 40 tokens")), (p, p.send("fencedContend fc 2 40 tokens")),
+            (q, q.send("fencedContend fc 1 40 tokens"))]
+    res = [peer.wait(r, 120) for peer, r in runs]
+    check(res == ["OK 40"] * 3, f"fencedContend x3 -> {res}")
+    toks = [int(t) for t in rcli(port, "LRANGE", "tokens", "0", "-1").split("\n")]
+    check(len(toks) == 120 and all(a < b for a, b in zip(toks, toks[1:])),
+          f"120 strictly increasing tokens in the list ({toks[:3]}..{toks[-3:]})")
+
+
+def lock_kind_checks(p, q, port):
+    """Spin lock (prefix s) and multi lock (word prefix multi, comma-separated names)."""
+    cid = p.client_id
+    check(p.call("slock sp 1 -1") == "OK", "slock sp 1")
+    check(rcli(port, "HGETALL", "sp").split("\n") == [f"{cid}:1", "1"], "spin lock hash field")
+    check(p.call("stryLock sp 2 0 -1") == "OK false", "stryLock other tid -> false")
+    check(p.call("sisHeldByThread sp 1") == "OK true", "sisHeldByThread sp 1")
+    blocked = p.send("stryLock sp 2 5000 -1")
+    time.sleep(0.3)
+    check(p.call("sunlock sp 1") == "OK", "sunlock sp 1")
+    check(p.wait(blocked, 6) == "OK true", "waiting stryLock acquires after sunlock")
+    check(p.call("sforceUnlock sp") == "OK true", "sforceUnlock")
+    check(p.call("sisLocked sp") == "OK false", "sisLocked false")
+    rcli(port, "DEL", "scounter")
+    runs = [(p, p.send("scontend sx 1 50 sinside scounter")), (q, q.send("scontend sx 1 50 sinside scounter"))]
+    res = [peer.wait(r, 120) for peer, r in runs]
+    check(res == ["OK 0"] * 2, f"scontend x2 -> {res}")
+    check(rcli(port, "GET", "scounter") == "100", "scounter = 100")
+
+    check(p.call("multiLock ma,mb 1 -1") == "OK", "multiLock ma,mb 1")
+    check(rcli(port, "HGETALL", "mb").split("\n") == [f"{cid}:1", "1"], "multi lock holds plain lock mb")
+    check(p.call("tryLock ma 2 0 -1") == "OK false", "plain tryLock ma by another tid -> false")
+    check(p.call("tryLock mb 2 0 -1") == "OK false", "plain tryLock mb by another tid -> false")
+    check(q.call("tryLock mb 1 0 -1") == "OK false", "plain tryLock mb by another client -> false")
+    check(p.call("multiTryLock mb,mc 2 200 -1") == "OK false", "overlapping multiTryLock -> false")
+    check(rcli(port, "EXISTS", "mc") == "0", "failed multiTryLock released mc")
+    check(p.call("multiUnlock ma,mb 1") == "OK", "multiUnlock ma,mb 1")
+    check(rcli(port, "EXISTS", "ma", "mb") == "0", "ma, mb gone")
+    check(p.call("lock mb 3 -1") == "OK", "plain lock mb 3")
+    blocked = p.send("multiLock ma,mb 4 3000")
+    time.sleep(0.5)
+    check(not p.has(blocked), "multiLock blocked by the plain lock on mb")
+    p.call("unlock mb 3")
+    check(p.wait(blocked, 10) == "OK", "multiLock acquires after unlock")
+    pttl = int(rcli(port, "PTTL", "ma"))
+    check(2000 < pttl <= 3000, f"PTTL ma = {pttl} (lease 3000)")
+    check(p.call("multiUnlock ma,mb 4") == "OK", "multiUnlock ma,mb 4")
+    # waitTime 0: 3.16.4's RedissonMultiLock fails (redisson#4033), 4.x tries each lock once.
+    r = p.call("multiTryLock ma,mb 5 0 -1")
+    check(r == ("OK false" if p.version.startswith("3.") else "OK true"),
+          f"multiTryLock WAIT 0 on free locks -> {r} (Redisson {p.version})")
+    p.call("forceUnlock ma"), p.call("forceUnlock mb")
+    r = p.call("multiIsLocked ma,mb")
+    check(r == "ERR UnsupportedOperationException -", f"multiIsLocked -> {r}")
+    # Same name order in both: opposite orders make RedissonMultiLock back off in ~3 s rounds.
+    rcli(port, "DEL", "mcounter")
+    runs = [(p, p.send("multiContend mx,my 1 30 minside mcounter")),
+            (q, q.send("multiContend mx,my 1 30 minside mcounter"))]
+    res = [peer.wait(r, 120) for peer, r in runs]
+    check(res == ["OK 0"] * 2, f"multiContend x2 -> {res}")
+    check(rcli(port, "GET", "mcounter") == "60", "mcounter = 60")
+
+
+def semaphore_latch_checks(p, q, port):
+    """Semaphore, permit-expirable semaphore and count-down latch."""
+    check(p.call("semTrySetPermits sem 2") == "OK true", "semTrySetPermits sem 2")
+    check(p.call("semTrySetPermits sem 5") == "OK false", "semTrySetPermits again -> false")
+    check(rcli(port, "GET", "sem") == "2", "sem key holds plain 2")
+    check(p.call("semAcquire sem 1") == "OK", "semAcquire 1/2")
+    check(q.call("semAcquire sem 1") == "OK", "semAcquire 2/2 (other client)")
+    check(p.call("semTryAcquire sem 1 0") == "OK false", "third semTryAcquire WAIT 0 -> false")
+    blocked = p.send("semAcquire sem 1")
+    time.sleep(0.3)
+    check(not p.has(blocked), "semAcquire blocks without permits")
+    check(q.call("semRelease sem 1") == "OK", "semRelease 1")
+    check(p.wait(blocked, 5) == "OK", "blocked semAcquire gets the released permit")
+    check(p.call("semRelease sem 2") == "OK", "semRelease 2")
+    check(p.call("semAddPermits sem 3") == "OK", "semAddPermits 3")
+    check(p.call("semAvailable sem") == "OK 5", "semAvailable 5")
+    check(p.call("semDrain sem") == "OK 5", "semDrain -> 5")
+    check(p.call("semAvailable sem") == "OK 0", "semAvailable 0 after drain")
+    p.call("semTrySetPermits semc 3")
+    runs = [(p, p.send("semContend semc 30 seminside semmax")), (p, p.send("semContend semc 30 seminside semmax")),
+            (q, q.send("semContend semc 30 seminside semmax")), (q, q.send("semContend semc 30 seminside semmax"))]
+    res = [peer.wait(r, 120) for peer, r in runs]
+    check(res == ["OK"] * 4, f"semContend x4 -> {res}")
+    mx = int(rcli(port, "GET", "semmax"))
+    check(1 <= mx <= 3, f"semContend: max inside {mx} <= 3 permits")
+    check(rcli(port, "GET", "seminside") == "0" and p.call("semAvailable semc") == "OK 3", "all permits back")
+
+    check(p.call("pesTrySetPermits pes 1") == "OK true", "pesTrySetPermits pes 1")
+    pid = p.call("pesAcquire pes -1").split()[1]
+    check(len(pid) == 32 and pid != "null", f"pesAcquire -> id {pid}")
+    check(q.call("pesTryAcquire pes 0 -1") == "OK null", "pesTryAcquire with no permit -> null")
+    blocked = q.send("pesTryAcquire pes 5000 300")
+    time.sleep(0.3)
+    check(not q.has(blocked), "pesTryAcquire with wait blocks")
+    check(q.call(f"pesTryRelease pes {pid}") == "OK true", "pesTryRelease by another client -> true")
+    check(p.call(f"pesTryRelease pes {pid}") == "OK false", "pesTryRelease again -> false")
+    r = p.call(f"pesRelease pes {pid}")
+    check(r.startswith("ERR IllegalArgumentException Permit with id"), f"pesRelease released id -> {r}")
+    r = q.wait(blocked, 6)
+    check(r.startswith("OK ") and r != "OK null", f"waiting pesTryAcquire -> {r}")
+    check(p.call("pesAvailable pes") == "OK 0", "pesAvailable 0 while leased")
+    time.sleep(0.6)
+    check(p.call("pesAvailable pes") == "OK 1", "lease 300 expired -> pesAvailable 1")
+    pid = p.call("pesAcquire pes 5000").split()[1]
+    check(p.call(f"pesRelease pes {pid}") == "OK", "pesRelease OK")
+
+    check(p.call("latchTrySetCount latch 2") == "OK true", "latchTrySetCount 2")
+    check(p.call("latchTrySetCount latch 5") == "OK false", "latchTrySetCount again -> false")
+    check(p.call("latchCount latch") == "OK 2", "latchCount 2")
+    check(p.call("latchAwait latch 100") == "OK false", "latchAwait 100 times out")
+    waiters = [(p, p.send("latchAwait latch -1")), (q, q.send("latchAwait latch 10000"))]
+    check(q.call("latchCountDown latch") == "OK", "latchCountDown 1/2")
+    time.sleep(0.3)
+    check(not any(peer.has(r) for peer, r in waiters), "latch still closed after one countDown")
+    check(p.call("latchCountDown latch") == "OK", "latchCountDown 2/2")
+    res = [peer.wait(r, 5) for peer, r in waiters]
+    check(res == ["OK true"] * 2, f"latchAwait -1 / 10000 open -> {res}")
+    check(p.call("latchCount latch") == "OK 0", "latchCount 0")
+    check(p.call("latchDelete latch") == "OK false", "latchDelete after zero -> false (already gone)")
+    check(p.call("latchTrySetCount latch 1") == "OK true", "latchTrySetCount 1")
+    check(p.call("latchDelete latch") == "OK true", "latchDelete -> true")
+    r = p.call("semAcquire sem")
+    check(r == "ERR IllegalArgumentException usage: semAcquire NAME n", f"semAcquire bad arity -> {r}")
+
+
 def main():
     jar = sys.argv[1]
     port = int(sys.argv[2]) if len(sys.argv) > 2 else 6399
@@ -283,6 +438,9 @@ def main():
               f"{key} = 0 (plain string)")
     check(rcli(port, "INCR", "readers") == "1", "raw INCR on readers works")
     rcli(port, "DECR", "readers")
+    fenced_checks(p, q, port)
+    lock_kind_checks(p, q, port)
+    semaphore_latch_checks(p, q, port)
     check(q.call("quit") == "OK", "quit -> OK")
     check(q.p.wait(20) == 0, "quit exits 0")
 

@@ -7,20 +7,26 @@ import java.io.InputStream;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
 import java.util.Properties;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import org.redisson.Redisson;
 import org.redisson.api.RAtomicLong;
 import org.redisson.api.RBucket;
+import org.redisson.api.RCountDownLatch;
+import org.redisson.api.RList;
 import org.redisson.api.RLock;
 import org.redisson.api.RMap;
+import org.redisson.api.RPermitExpirableSemaphore;
+import org.redisson.api.RSemaphore;
 import org.redisson.api.RedissonClient;
 import org.redisson.client.codec.StringCodec;
 import org.redisson.config.Config;
@@ -37,7 +43,8 @@ import org.redisson.config.Config;
  * requests. EOF on stdin or {@code quit} shuts the Redisson client down and exits 0.
  *
  * <p>Only API present in both Redisson 3.16.4 and 4.x is used; the project is compiled
- * against both (Maven profiles redisson-3 / redisson-4).
+ * against both (Maven profiles redisson-3 / redisson-4). The one exception, the fenced lock
+ * (Redisson >= 3.19), is called reflectively and answers UnsupportedOperationException on 3.16.4.
  */
 public final class InteropPeer {
 
@@ -276,10 +283,32 @@ public final class InteropPeer {
                 return clientId;
             }
             case "contend":
-            case "fcontend": {
+            case "fcontend":
+            case "scontend":
+            case "multiContend": {
                 need(p, 5, cmd + " NAME tid ITER INSIDE_KEY COUNTER_KEY");
-                RLock lock = lockFor(cmd.equals("fcontend") ? "f" : "", p[2]);
+                RLock lock = lockFor(CONTEND_KINDS.get(cmd), p[2]);
                 return String.valueOf(contend(lock, Long.parseLong(p[3]), Long.parseLong(p[4]), p[5], p[6]));
+            }
+            case "fencedLock":
+            case "fencedTryLock": {
+                // lock / tryLock answering the fencing token (the other fenced* lock commands
+                // are plain LOCK_COMMANDS); "null" when tryLock gives up.
+                String op = cmd.equals("fencedLock") ? "lock" : "tryLock";
+                needLockArgs(cmd, op, p);
+                long wait = op.equals("lock") ? -1 : Long.parseLong(p[4]);
+                Long token = lockAndGetToken(lockFor("fenced", p[2]), Long.parseLong(p[3]), wait,
+                        Long.parseLong(p[p.length - 1]));
+                return String.valueOf(token);
+            }
+            case "fencedToken": {
+                need(p, 1, "fencedToken NAME");
+                return String.valueOf(fenced(FENCED_GET_TOKEN, lockFor("fenced", p[2])));
+            }
+            case "fencedContend": {
+                need(p, 4, "fencedContend NAME tid ITER TOKENS_KEY");
+                return String.valueOf(fencedContend(lockFor("fenced", p[2]), Long.parseLong(p[3]),
+                        Long.parseLong(p[4]), p[5]));
             }
             case "rwcontend": {
                 need(p, 6, "rwcontend NAME tid ITER WRITE_EVERY WRITERS_KEY READERS_KEY");
@@ -302,13 +331,17 @@ public final class InteropPeer {
             }
             default: {
                 // lock / tryLock / unlock / forceUnlock / isLocked / isHeldByThread, with an
-                // optional lock-kind prefix (see lockFor): "rlock", "wtryLock", "funlock", ...
-                String op = LOCK_OPS.containsKey(cmd) ? cmd : cmd.substring(1);
-                String prefix = cmd.substring(0, cmd.length() - op.length());
-                if (!LOCK_OPS.containsKey(op) || !LOCK_KINDS.contains(prefix)) {
-                    throw new IllegalArgumentException("unknown command");
+                // optional lock-kind prefix (see lockFor): "rlock", "wtryLock", "funlock",
+                // "sisLocked", "fencedUnlock", "multiTryLock", ...
+                String[] kindOp = LOCK_COMMANDS.get(cmd);
+                if (kindOp != null) {
+                    return lockOp(cmd, kindOp[0], kindOp[1], p);
                 }
-                return lockOp(cmd, prefix, op, p);
+                // semaphore / permit-expirable semaphore / count-down latch commands
+                if (SYNC_OPS.containsKey(cmd)) {
+                    return syncOp(cmd, p);
+                }
+                throw new IllegalArgumentException("unknown command");
             }
         }
     }
@@ -323,13 +356,66 @@ public final class InteropPeer {
             "isHeldByThread", "NAME tid");
 
     /** The lock-kind prefixes lockFor accepts. */
-    private static final java.util.Set<String> LOCK_KINDS = java.util.Set.of("", "r", "w", "f");
+    private static final java.util.Set<String> LOCK_KINDS =
+            java.util.Set.of("", "r", "w", "f", "s", "fenced", "multi");
+
+    /**
+     * Every lock command name, mapped to {prefix, op}: prefix + op after a one-letter prefix
+     * ("rlock", "sunlock"), camel case after a word prefix ("fencedUnlock", "multiTryLock").
+     */
+    private static final java.util.Map<String, String[]> LOCK_COMMANDS = new java.util.HashMap<>();
+
+    static {
+        for (String kind : LOCK_KINDS) {
+            for (String op : LOCK_OPS.keySet()) {
+                String cmd = kind.length() <= 1 ? kind + op
+                        : kind + Character.toUpperCase(op.charAt(0)) + op.substring(1);
+                LOCK_COMMANDS.put(cmd, new String[] {kind, op});
+            }
+        }
+    }
+
+    /** The contend commands and the lock kind each one runs on. */
+    private static final java.util.Map<String, String> CONTEND_KINDS = java.util.Map.of(
+            "contend", "", "fcontend", "f", "scontend", "s", "multiContend", "multi");
+
+    /** RedissonClient.getFencedLock(String): Redisson >= 3.19 only, so null on 3.16.4. */
+    private static final Method GET_FENCED_LOCK =
+            findMethod("org.redisson.api.RedissonClient", "getFencedLock", String.class);
+    /**
+     * The only fenced-lock token call that takes a thread id: public on the class
+     * RedissonFencedLock, not on the RFencedLock interface. A negative wait waits without a
+     * limit (lockAndGetTokenAsync(lease, unit) itself is tryLockAndGetTokenAsync(-1, lease, unit)).
+     */
+    private static final Method FENCED_TRY_LOCK_AND_GET_TOKEN = findMethod("org.redisson.RedissonFencedLock",
+            "tryLockAndGetTokenAsync", long.class, long.class, TimeUnit.class, long.class);
+    private static final Method FENCED_GET_TOKEN = findMethod("org.redisson.api.RFencedLock", "getToken");
+
+    /** A public method looked up by name, or null when this Redisson version lacks it. */
+    private static Method findMethod(String className, String name, Class<?>... params) {
+        try {
+            return Class.forName(className).getMethod(name, params);
+        } catch (ReflectiveOperationException | LinkageError e) {
+            return null;
+        }
+    }
+
+    /** Invokes a fenced-lock method; UnsupportedOperationException when Redisson lacks it. */
+    private static Object fenced(Method m, Object target, Object... args) throws Exception {
+        if (m == null) {
+            throw new UnsupportedOperationException("the fenced lock needs Redisson >= 3.19 (this peer runs "
+                    + redissonVersion() + ")");
+        }
+        return m.invoke(target, args);
+    }
 
     /**
      * The lock a command prefix selects: "" {@code getLock}, "r" / "w" the read / write
-     * lock of {@code getReadWriteLock}, "f" {@code getFairLock}. All of them are RLocks.
+     * lock of {@code getReadWriteLock}, "f" {@code getFairLock}, "s" {@code getSpinLock},
+     * "fenced" {@code getFencedLock} (reflectively), "multi" {@code getMultiLock} over
+     * {@code getLock} of each comma-separated name. All of them are RLocks.
      */
-    private RLock lockFor(String prefix, String name) {
+    private RLock lockFor(String prefix, String name) throws Exception {
         switch (prefix) {
             case "":
                 return redisson.getLock(name);
@@ -339,14 +425,34 @@ public final class InteropPeer {
                 return redisson.getReadWriteLock(name).writeLock();
             case "f":
                 return redisson.getFairLock(name);
+            case "s":
+                return redisson.getSpinLock(name);
+            case "fenced":
+                return (RLock) fenced(GET_FENCED_LOCK, redisson, name);
+            case "multi": {
+                String[] names = name.split(",", -1);
+                RLock[] locks = new RLock[names.length];
+                for (int i = 0; i < names.length; i++) {
+                    if (names[i].isEmpty()) {
+                        throw new IllegalArgumentException("empty lock name in " + name);
+                    }
+                    locks[i] = redisson.getLock(names[i]);
+                }
+                return redisson.getMultiLock(locks);
+            }
             default:
                 throw new IllegalArgumentException("unknown command");
         }
     }
 
-    /** One LOCK_OPS operation {@code op} on the lock {@code prefix} selects; {@code cmd} = prefix + op. */
-    private String lockOp(String cmd, String prefix, String op, String[] p) throws Exception {
+    /** Checks the argument count of LOCK_OPS operation {@code op} for command {@code cmd}. */
+    private static void needLockArgs(String cmd, String op, String[] p) {
         need(p, LOCK_OPS.get(op).split(" ").length, cmd + " " + LOCK_OPS.get(op));
+    }
+
+    /** One LOCK_OPS operation {@code op} on the lock {@code prefix} selects; {@code cmd} names both. */
+    private String lockOp(String cmd, String prefix, String op, String[] p) throws Exception {
+        needLockArgs(cmd, op, p);
         RLock lock = lockFor(prefix, p[2]);
         switch (op) {
             case "lock": {
@@ -381,7 +487,172 @@ public final class InteropPeer {
     }
 
     /**
-     * ITER times on {@code lock} (getLock or getFairLock):
+     * The semaphore ("sem", getSemaphore), permit-expirable semaphore ("pes",
+     * getPermitExpirableSemaphore) and count-down latch ("latch", getCountDownLatch)
+     * commands and their argument usage; each takes the object NAME first.
+     */
+    private static final java.util.Map<String, String> SYNC_OPS = java.util.Map.ofEntries(
+            java.util.Map.entry("semTrySetPermits", "NAME n"),
+            java.util.Map.entry("semAddPermits", "NAME n"),
+            java.util.Map.entry("semAcquire", "NAME n"),
+            java.util.Map.entry("semTryAcquire", "NAME n WAIT"),
+            java.util.Map.entry("semRelease", "NAME n"),
+            java.util.Map.entry("semAvailable", "NAME"),
+            java.util.Map.entry("semDrain", "NAME"),
+            java.util.Map.entry("semContend", "NAME ITER INSIDE_KEY MAX_KEY"),
+            java.util.Map.entry("pesTrySetPermits", "NAME n"),
+            java.util.Map.entry("pesAcquire", "NAME LEASE"),
+            java.util.Map.entry("pesTryAcquire", "NAME WAIT LEASE"),
+            java.util.Map.entry("pesRelease", "NAME ID"),
+            java.util.Map.entry("pesTryRelease", "NAME ID"),
+            java.util.Map.entry("pesAvailable", "NAME"),
+            java.util.Map.entry("latchTrySetCount", "NAME c"),
+            java.util.Map.entry("latchCountDown", "NAME"),
+            java.util.Map.entry("latchCount", "NAME"),
+            java.util.Map.entry("latchAwait", "NAME WAIT"),
+            java.util.Map.entry("latchDelete", "NAME"));
+
+    /** One SYNC_OPS command on the object its prefix selects. */
+    private String syncOp(String cmd, String[] p) throws Exception {
+        need(p, SYNC_OPS.get(cmd).split(" ").length, cmd + " " + SYNC_OPS.get(cmd));
+        if (cmd.startsWith("sem")) {
+            return semOp(cmd, redisson.getSemaphore(p[2]), p);
+        }
+        if (cmd.startsWith("pes")) {
+            return pesOp(cmd, redisson.getPermitExpirableSemaphore(p[2]), p);
+        }
+        return latchOp(cmd, redisson.getCountDownLatch(p[2]), p);
+    }
+
+    private String semOp(String cmd, RSemaphore sem, String[] p) throws Exception {
+        switch (cmd) {
+            case "semTrySetPermits":
+                return String.valueOf(sem.trySetPermits(Integer.parseInt(p[3])));
+            case "semAddPermits":
+                sem.addPermits(Integer.parseInt(p[3]));
+                return null;
+            case "semAcquire":
+                sem.acquire(Integer.parseInt(p[3]));
+                return null;
+            case "semTryAcquire":
+                return String.valueOf(sem.tryAcquire(Integer.parseInt(p[3]), Long.parseLong(p[4]),
+                        TimeUnit.MILLISECONDS));
+            case "semRelease":
+                sem.release(Integer.parseInt(p[3]));
+                return null;
+            case "semAvailable":
+                return String.valueOf(sem.availablePermits());
+            case "semDrain":
+                return String.valueOf(sem.drainPermits());
+            case "semContend":
+                semContend(sem, Long.parseLong(p[3]), p[4], p[5]);
+                return null;
+            default:
+                throw new IllegalArgumentException("unknown command");
+        }
+    }
+
+    /** Permit ids are the strings Redisson returns; a LEASE of -1 means the permit never expires. */
+    private String pesOp(String cmd, RPermitExpirableSemaphore pes, String[] p) throws Exception {
+        switch (cmd) {
+            case "pesTrySetPermits":
+                return String.valueOf(pes.trySetPermits(Integer.parseInt(p[3])));
+            case "pesAcquire":
+                return pes.acquire(Long.parseLong(p[3]), TimeUnit.MILLISECONDS);
+            case "pesTryAcquire":
+                return String.valueOf(pes.tryAcquire(Long.parseLong(p[3]), Long.parseLong(p[4]),
+                        TimeUnit.MILLISECONDS));
+            case "pesRelease":
+                // async + get: 4.x's sync release wraps the IllegalArgumentException of an
+                // unknown id in RedisException "Unexpected exception while processing command"
+                pes.releaseAsync(p[3]).get();
+                return null;
+            case "pesTryRelease":
+                return String.valueOf(pes.tryRelease(p[3]));
+            case "pesAvailable":
+                return String.valueOf(pes.availablePermits());
+            default:
+                throw new IllegalArgumentException("unknown command");
+        }
+    }
+
+    private String latchOp(String cmd, RCountDownLatch latch, String[] p) throws Exception {
+        switch (cmd) {
+            case "latchTrySetCount":
+                return String.valueOf(latch.trySetCount(Long.parseLong(p[3])));
+            case "latchCountDown":
+                latch.countDown();
+                return null;
+            case "latchCount":
+                return String.valueOf(latch.getCount());
+            case "latchAwait": {
+                long wait = Long.parseLong(p[3]);
+                if (wait < 0) {
+                    latch.await();
+                    return "true";
+                }
+                return String.valueOf(latch.await(wait, TimeUnit.MILLISECONDS));
+            }
+            case "latchDelete":
+                return String.valueOf(latch.delete());
+            default:
+                throw new IllegalArgumentException("unknown command");
+        }
+    }
+
+    /**
+     * Locks the fenced lock for thread id tid (waiting up to WAIT ms, without a limit when
+     * negative; LEASE -1 = watchdog) and returns its fencing token, or null when not acquired.
+     */
+    private static Long lockAndGetToken(RLock fencedLock, long tid, long wait, long lease) throws Exception {
+        Future<?> f = (Future<?>) fenced(FENCED_TRY_LOCK_AND_GET_TOKEN, fencedLock, wait, lease,
+                TimeUnit.MILLISECONDS, tid);
+        return (Long) f.get();
+    }
+
+    /**
+     * ITER times on the fenced lock: lock (watchdog, thread id tid) and get token t,
+     * RPUSH t (plain decimal string) onto the list TOKENS_KEY, unlock. Returns ITER.
+     */
+    private long fencedContend(RLock lock, long tid, long iterations, String tokensKey) throws Exception {
+        RList<String> tokens = redisson.getList(tokensKey, StringCodec.INSTANCE);
+        for (long i = 0; i < iterations; i++) {
+            Long token = lockAndGetToken(lock, tid, -1, -1);
+            try {
+                tokens.add(String.valueOf(token));
+            } finally {
+                lock.unlockAsync(tid).get();
+            }
+        }
+        return iterations;
+    }
+
+    /**
+     * ITER times on the semaphore: acquire 1 permit, INCR inside, raise MAX_KEY to that value
+     * (compare-and-set loop), sleep 1 ms, DECR inside, release 1. Both keys are RAtomicLongs
+     * (plain decimal strings), so raw GET/INCR/DECR interoperate.
+     */
+    private void semContend(RSemaphore sem, long iterations, String insideKey, String maxKey) throws Exception {
+        RAtomicLong inside = redisson.getAtomicLong(insideKey);
+        RAtomicLong max = redisson.getAtomicLong(maxKey);
+        for (long i = 0; i < iterations; i++) {
+            sem.acquire();
+            try {
+                long now = inside.incrementAndGet();
+                long seen = max.get();
+                while (now > seen && !max.compareAndSet(seen, now)) {
+                    seen = max.get();
+                }
+                Thread.sleep(1);
+                inside.decrementAndGet();
+            } finally {
+                sem.release();
+            }
+        }
+    }
+
+    /**
+     * ITER times on {@code lock} (getLock, getFairLock, getSpinLock or getMultiLock):
      * lock (watchdog lease, thread id tid); INCR inside (overlap if != 1);
      * non-atomic GET/SET counter+1; DECR inside; unlock. Returns the overlap count.
      * All values are plain decimal strings so raw GET/SET/INCR clients interoperate.

@@ -1,0 +1,90 @@
+//! [`BackOff`]: how a waiter without pub/sub (the spin lock) spaces its
+//! attempts, as Redisson's `LockOptions.BackOff` does.
+
+use std::time::Duration;
+
+/// How a spin-lock waiter spaces its attempts. The default is Redisson's
+/// `ExponentialBackOff`: 1 ms, then doubling plus a little jitter, up to
+/// 128 ms.
+///
+/// ```
+/// use std::time::Duration;
+/// use redisson_lock::BackOff;
+///
+/// let mut delays = BackOff::default().start();
+/// assert_eq!(delays.next_delay(), Duration::from_millis(1));
+/// assert!(delays.next_delay() >= Duration::from_millis(2));
+/// let constant = BackOff::Constant(Duration::from_millis(64));
+/// assert_eq!(constant.start().next_delay(), Duration::from_millis(64));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackOff {
+    /// Starts at `initial`; each next delay is the previous one times
+    /// `multiplier`, plus a random jitter of up to as many milliseconds as
+    /// attempts so far, capped at `max` (Redisson's `ExponentialBackOff`).
+    Exponential {
+        /// The first delay.
+        initial: Duration,
+        /// The largest delay.
+        max: Duration,
+        /// The growth factor.
+        multiplier: u32,
+    },
+    /// The same delay every time (Redisson's `ConstantBackOff`, 64 ms by
+    /// default there).
+    Constant(Duration),
+}
+
+impl Default for BackOff {
+    fn default() -> Self {
+        BackOff::Exponential {
+            initial: Duration::from_millis(1),
+            max: Duration::from_millis(128),
+            multiplier: 2,
+        }
+    }
+}
+
+impl BackOff {
+    /// A fresh sequence of delays.
+    pub fn start(self) -> Delays {
+        Delays {
+            policy: self,
+            next: None,
+            attempts: 0,
+        }
+    }
+}
+
+/// The delays of one wait, from [`BackOff::start`].
+#[derive(Debug, Clone)]
+pub struct Delays {
+    policy: BackOff,
+    next: Option<Duration>,
+    attempts: u32,
+}
+
+impl Delays {
+    /// The delay before the next attempt.
+    pub fn next_delay(&mut self) -> Duration {
+        match self.policy {
+            BackOff::Constant(delay) => delay,
+            BackOff::Exponential {
+                initial,
+                max,
+                multiplier,
+            } => {
+                let delay = self.next.unwrap_or(initial).min(max);
+                self.attempts += 1;
+                let jitter = Duration::from_millis(rand::random_range(0..u64::from(self.attempts)));
+                self.next = Some(
+                    delay
+                        .saturating_mul(multiplier.max(1))
+                        .saturating_add(jitter)
+                        .min(max),
+                );
+                delay
+            }
+        }
+    }
+}

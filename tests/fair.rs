@@ -196,16 +196,7 @@ async fn java_and_rust_share_a_counter_through_a_fair_lock() {
                     let redis = rust.redis();
                     for _ in 0..50 {
                         let guard = lock.lock().await.unwrap();
-                        let inside: i64 = redis.incr("inside").await.unwrap();
-                        if inside != 1 {
-                            overlaps.fetch_add(1, Ordering::SeqCst);
-                        }
-                        let value: Option<i64> = redis.get("counter").await.unwrap();
-                        let _: () = redis
-                            .set("counter", value.unwrap_or(0) + 1, None, None, false)
-                            .await
-                            .unwrap();
-                        let _: i64 = redis.decr("inside").await.unwrap();
+                        counted_section(redis, &overlaps).await;
                         guard.unlock().await.unwrap();
                     }
                 })

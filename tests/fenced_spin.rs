@@ -116,7 +116,10 @@ async fn java_and_rust_fenced_tokens_interleave_strictly() {
         // Appended inside the lock, in acquisition order: strictly increasing.
         let tokens: Vec<i64> = raw.lrange("tokens", 0, -1).await.unwrap();
         assert_eq!(tokens.len(), 120, "{version}");
-        assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{version}: {tokens:?}");
+        assert!(
+            tokens.windows(2).all(|w| w[0] < w[1]),
+            "{version}: {tokens:?}"
+        );
         assert_eq!(java.ok("fencedToken fenced").await, tokens[119].to_string());
         java.quit().await;
     }
@@ -172,16 +175,7 @@ async fn java_and_rust_spin_locks_never_overlap() {
                 let redis = rust.redis();
                 for _ in 0..60 {
                     let guard = lock.lock().await.unwrap();
-                    let inside: i64 = redis.incr("inside").await.unwrap();
-                    if inside != 1 {
-                        overlaps.fetch_add(1, Ordering::SeqCst);
-                    }
-                    let value: Option<i64> = redis.get("counter").await.unwrap();
-                    let _: () = redis
-                        .set("counter", value.unwrap_or(0) + 1, None, None, false)
-                        .await
-                        .unwrap();
-                    let _: i64 = redis.decr("inside").await.unwrap();
+                    counted_section(redis, &overlaps).await;
                     guard.unlock().await.unwrap();
                 }
             })

@@ -180,16 +180,7 @@ async fn java_and_rust_multi_locks_over_the_same_members_exclude_each_other() {
         let pair = rust.multi_lock(&["p1", "p2"]).unwrap();
         for _ in 0..40 {
             let guard = pair.lock().await.unwrap();
-            let inside: i64 = redis.incr("inside").await.unwrap();
-            if inside != 1 {
-                overlaps.fetch_add(1, Ordering::SeqCst);
-            }
-            let value: Option<i64> = redis.get("counter").await.unwrap();
-            let _: () = redis
-                .set("counter", value.unwrap_or(0) + 1, None, None, false)
-                .await
-                .unwrap();
-            let _: i64 = redis.decr("inside").await.unwrap();
+            counted_section(&redis, &overlaps).await;
             guard.unlock().await.unwrap();
         }
         let java_overlaps = within("Java contender", java_run).await.unwrap().unwrap();

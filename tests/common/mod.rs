@@ -644,19 +644,25 @@ pub async fn contend(
     overlaps: &std::sync::atomic::AtomicUsize,
 ) {
     let lock = client.lock("counted").unwrap();
-    let redis = client.redis();
     for _ in 0..rounds {
         let guard = lock.lock().await.unwrap();
-        let inside: i64 = redis.incr("inside").await.unwrap();
-        if inside != 1 {
-            overlaps.fetch_add(1, Ordering::SeqCst);
-        }
-        let value: Option<i64> = redis.get("counter").await.unwrap();
-        let _: () = redis
-            .set("counter", value.unwrap_or(0) + 1, None, None, false)
-            .await
-            .unwrap();
-        let _: i64 = redis.decr("inside").await.unwrap();
+        counted_section(client.redis(), overlaps).await;
         guard.unlock().await.unwrap();
     }
+}
+
+/// One contended critical section, as the JVM peer's `contend` commands run
+/// it: a deliberately non-atomic increment of `counter`, with `inside`
+/// counting who else is in (an overlap when it is not 1).
+pub async fn counted_section(redis: &Client, overlaps: &std::sync::atomic::AtomicUsize) {
+    let inside: i64 = redis.incr("inside").await.unwrap();
+    if inside != 1 {
+        overlaps.fetch_add(1, Ordering::SeqCst);
+    }
+    let value: Option<i64> = redis.get("counter").await.unwrap();
+    let _: () = redis
+        .set("counter", value.unwrap_or(0) + 1, None, None, false)
+        .await
+        .unwrap();
+    let _: i64 = redis.decr("inside").await.unwrap();
 }

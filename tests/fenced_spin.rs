@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::java::{JavaPeer, FENCED_VERSIONS, VERSIONS};
+use common::java::{JavaPeer, NEWEST_VERSIONS, VERSIONS};
 use common::*;
 use fred::prelude::*;
 use redisson_lock::{BackOff, Error, OwnerId, RedissonClient, Unlocked};
@@ -100,7 +100,7 @@ async fn a_key_without_ttl_is_not_a_grant_and_a_lost_reply_keeps_its_token() {
 #[tokio::test]
 async fn java_and_rust_fenced_tokens_interleave_strictly() {
     // Redisson 3.16 has no fenced lock (3.19+): 4.7.0 and the last 3.x.
-    for (profile, version) in FENCED_VERSIONS {
+    for (profile, version) in NEWEST_VERSIONS {
         let server = RedisServer::start().await;
         let raw = server.raw().await;
         let java = JavaPeer::start(profile, version, &server.url(), 30_000).await;

@@ -11,7 +11,10 @@ use crate::engine::watchdog::WatchdogStats;
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::naming;
-use crate::{RFairLock, RFencedLock, RLock, RMultiLock, RReadWriteLock, RSpinLock};
+use crate::{
+    RCountDownLatch, RFairLock, RFencedLock, RLock, RMultiLock, RPermitExpirableSemaphore,
+    RReadWriteLock, RSemaphore, RSpinLock,
+};
 
 /// A connection to Redis that hands out locks, like Redisson's `RedissonClient`.
 ///
@@ -162,6 +165,51 @@ impl RedissonClient {
         RMultiLock::red_lock(members)
     }
 
+    /// A handle on the semaphore `name` (Redisson's `getSemaphore`). Nothing
+    /// is sent to Redis; the name is checked.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedissonClient::lock`].
+    pub fn semaphore(&self, name: &str) -> Result<RSemaphore> {
+        self.engine.ensure_open()?;
+        RSemaphore::check_name(name, self.engine.slot_grouped)?;
+        Ok(RSemaphore::new(self.engine.clone(), name))
+    }
+
+    /// A handle on the permit-expirable semaphore `name` (Redisson's
+    /// `getPermitExpirableSemaphore`). Nothing is sent to Redis; the name is
+    /// checked.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedissonClient::lock`].
+    pub fn permit_expirable_semaphore(&self, name: &str) -> Result<RPermitExpirableSemaphore> {
+        self.engine.ensure_open()?;
+        RPermitExpirableSemaphore::check_name(name, self.engine.slot_grouped)?;
+        Ok(RPermitExpirableSemaphore::new(self.engine.clone(), name))
+    }
+
+    /// A handle on the count-down latch `name` (Redisson's
+    /// `getCountDownLatch`). Nothing is sent to Redis; the name is checked.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedissonClient::lock`]; on a cluster also for a name with its
+    /// own hash tag (`a{t}b`), whose channel Redisson puts in another slot
+    /// (see [`RCountDownLatch`]).
+    pub fn count_down_latch(&self, name: &str) -> Result<RCountDownLatch> {
+        self.engine.ensure_open()?;
+        RCountDownLatch::check_name(name, self.engine.slot_grouped)?;
+        Ok(RCountDownLatch::new(self.engine.clone(), name))
+    }
+
+    /// Number of permit guards ([`crate::SemaphorePermits`],
+    /// [`crate::ExpirablePermits`]) this client has out.
+    pub fn permits_out(&self) -> usize {
+        self.engine.loans.len()
+    }
+
     /// Whether unlock messages use sharded pub/sub (`SPUBLISH`).
     pub fn sharded_pubsub(&self) -> bool {
         self.engine.publish_command == "SPUBLISH"
@@ -197,8 +245,9 @@ impl RedissonClient {
     /// 2. operations already running, and the background settlement of
     ///    abandoned ones (a dropped acquire whose script ran, say), are
     ///    waited for, at most about one unlock's retry budget;
-    /// 3. every lock this client still holds is released (waking its
-    ///    waiters, Java or Rust), and its guards report it lost;
+    /// 3. the permits of every permit guard still out are given back, and
+    ///    every lock this client still holds is released (waking waiters,
+    ///    Java or Rust); its lock guards report it lost;
     /// 4. the watchdog stops and the connections close.
     ///
     /// Later calls on any clone fail with [`crate::Error::Shutdown`].

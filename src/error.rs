@@ -26,11 +26,15 @@ pub enum Error {
         /// Lock name.
         name: String,
     },
-    /// The key exists but is not a lock hash. The key was left untouched.
-    #[error("key `{name}` is not a lock (WRONGTYPE)")]
+    /// The key exists but holds another type of value than the object uses
+    /// (a string where a lock hash belongs, a hash where a semaphore's
+    /// counter belongs). The key was left untouched.
+    #[error("key `{name}` is not a {expected} (WRONGTYPE)")]
     WrongType {
         /// The offending key.
         name: String,
+        /// What the object expected there: `lock`, `semaphore`, ...
+        expected: &'static str,
     },
     /// A bad argument: empty or malformed name, zero or out-of-range duration.
     #[error("invalid argument: {0}")]

@@ -77,6 +77,7 @@ mod error;
 mod lock;
 pub mod naming;
 mod owner;
+mod sync;
 
 /// The README's examples, compiled as doc tests.
 #[cfg(doctest)]
@@ -97,6 +98,11 @@ pub use lock::read_write::{RReadWriteLock, ReadLock, RwMode, WriteLock};
 pub use lock::rlock::RLock;
 pub use lock::spin::RSpinLock;
 pub use lock::{Holder, LockGuard, Ttl, Unlocked};
+pub use sync::count_down_latch::RCountDownLatch;
+pub use sync::permit_expirable::{
+    ExpirablePermits, PermitId, PermitLease, RPermitExpirableSemaphore,
+};
+pub use sync::semaphore::{RSemaphore, SemaphorePermits};
 
 /// The kinds of [`Lock`]: type-level tags that pick the Redisson protocol a
 /// lock speaks. Use the aliases instead ([`RLock`], [`RFairLock`],

@@ -6,6 +6,12 @@ use crate::error::{Error, Result};
 const CHANNEL_PREFIX: &str = "redisson_lock__channel";
 /// Prefix of the per-request unlock latch key (Redisson 3.24+).
 const LATCH_PREFIX: &str = "redisson_unlock_latch";
+/// Prefix of the per-request latch of a semaphore or latch write (this crate's).
+const REQUEST_LATCH_PREFIX: &str = "redisson_request_latch";
+/// Prefix of a semaphore's channel (RSemaphore, RPermitExpirableSemaphore).
+const SEMAPHORE_CHANNEL_PREFIX: &str = "redisson_sc";
+/// Prefix of a count-down latch's channel; braces are always added.
+const COUNT_DOWN_CHANNEL_PREFIX: &str = "redisson_countdownlatch__channel__";
 /// Prefix of a fenced lock's token counter.
 const TOKEN_PREFIX: &str = "redisson_lock_token";
 /// Prefix of the highest fencing token that wrote a key (this crate's).
@@ -96,6 +102,33 @@ pub fn latch_name(name: &str, request_id: &str) -> String {
     format!("{}:{request_id}", prefix_name(LATCH_PREFIX, name))
 }
 
+/// The latch key of one semaphore or count-down latch write, which records
+/// its outcome so that a replay returns it instead of applying it twice:
+/// `redisson_request_latch:{name}:<request-id>` (this crate's; Redisson's
+/// own objects of these kinds have no such latch).
+pub fn request_latch_name(name: &str, request_id: &str) -> String {
+    format!("{}:{request_id}", prefix_name(REQUEST_LATCH_PREFIX, name))
+}
+
+/// The pub/sub channel of a semaphore (both kinds): `redisson_sc:{name}`.
+pub fn semaphore_channel_name(name: &str) -> String {
+    prefix_name(SEMAPHORE_CHANNEL_PREFIX, name)
+}
+
+/// The lease deadlines of a permit-expirable semaphore:
+/// `{name}:timeout` (a sorted set of permit ids).
+pub fn permit_timeout_name(name: &str) -> String {
+    suffix_name(name, "timeout")
+}
+
+/// The pub/sub channel of a count-down latch:
+/// `redisson_countdownlatch__channel__{name}`. Redisson adds the braces even
+/// when the name has its own hash tag, so such a channel lands in another
+/// cluster slot than the latch (see [`crate::RCountDownLatch`]).
+pub fn count_down_latch_channel_name(name: &str) -> String {
+    format!("{COUNT_DOWN_CHANNEL_PREFIX}{{{name}}}")
+}
+
 /// The hash field of an owner: `<client-id>:<owner-id>`.
 pub fn field_name(client_id: &str, owner: crate::OwnerId) -> String {
     format!("{client_id}:{owner}")
@@ -120,17 +153,34 @@ pub fn slot(key: &str) -> u16 {
 /// so it is accepted there too, but a cluster would refuse its scripts with
 /// CROSSSLOT.
 pub(crate) fn validate_lock_name(name: &str, slot_grouped: bool) -> Result<()> {
+    validate_name(
+        name,
+        slot_grouped,
+        "lock",
+        &[channel_name(name), latch_name(name, "0")],
+    )
+}
+
+/// Checks the name of any object (`what`) whose scripts also touch `keys`:
+/// see [`validate_lock_name`].
+pub(crate) fn validate_name(
+    name: &str,
+    slot_grouped: bool,
+    what: &str,
+    keys: &[String],
+) -> Result<()> {
     if name.is_empty() {
-        return Err(Error::InvalidArgument("lock name is empty".into()));
+        return Err(Error::InvalidArgument(format!("{what} name is empty")));
     }
     if !slot_grouped {
         return Ok(());
     }
-    let lock_slot = slot(name);
-    if slot(&channel_name(name)) != lock_slot || slot(&latch_name(name, "0")) != lock_slot {
+    let own_slot = slot(name);
+    if let Some(key) = keys.iter().find(|key| slot(key) != own_slot) {
         return Err(Error::InvalidArgument(format!(
-            "lock name `{name}` has a `{{` but no usable hash tag, so on a cluster its \
-             channel and latch keys would land in other slots than the lock (CROSSSLOT)"
+            "{what} name `{name}`: on a cluster its key `{key}` would land in another slot \
+             than the {what} (CROSSSLOT); Redisson derives that key the same way, so such \
+             a name cannot work on a cluster from either side"
         )));
     }
     Ok(())

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::java::{JavaPeer, VERSIONS};
+use common::java::{JavaPeer, NEWEST_VERSIONS, VERSIONS};
 use common::topology::{node_client, until, Cluster};
 use common::{command_calls, config, within};
 use fred::prelude::*;
@@ -240,5 +240,95 @@ async fn read_write_and_fair_locks_wake_across_sides_on_a_cluster() {
         guard.unlock().await.unwrap();
         java.quit().await;
         rust.shutdown().await;
+    }
+}
+
+/// Waits until `channel` has `n` sharded subscribers on `owner`.
+async fn shard_subscribers(owner: u16, channel: &str, n: i64) {
+    until("sharded subscribers", || async {
+        subscribers(owner, channel, true).await == n
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphores_and_latches_wake_across_sides_on_a_cluster() {
+    let cluster = Cluster::start().await;
+    for (profile, version) in NEWEST_VERSIONS {
+        let java = JavaPeer::start_cluster(profile, version, &cluster.addresses(), 30_000).await;
+        let mut c = config(&cluster.url(), Duration::from_secs(30));
+        c.recheck_interval = Duration::from_secs(600);
+        let rust = RedissonClient::connect(c).await.unwrap();
+        assert!(rust.sharded_pubsub(), "{version}");
+
+        // Semaphore: a release on either side wakes the other's waiter.
+        let name = format!("cluster-sem-{version}");
+        let semaphore = rust.semaphore(&name).unwrap();
+        let channel = semaphore.channel();
+        let owner = cluster.owner_of(naming::slot(&name)).await;
+        let s = semaphore.clone();
+        let waiter = tokio::spawn(async move { s.acquire(1).await });
+        shard_subscribers(owner, &channel, 1).await;
+        java.ok(&format!("semRelease {name} 1")).await;
+        let permit = within(&format!("{version}: Rust woken by Java's release"), waiter)
+            .await
+            .unwrap()
+            .unwrap();
+        permit.forget();
+        shard_subscribers(owner, &channel, 0).await;
+        let java_waits = java.send(&format!("semAcquire {name} 1")).await;
+        shard_subscribers(owner, &channel, 1).await;
+        semaphore.release(1).await.unwrap();
+        within(
+            &format!("{version}: Java woken by Rust's release"),
+            java_waits,
+        )
+        .await
+        .unwrap()
+        .unwrap();
+
+        // Expirable permits: Java's lease ends, Rust gets the permit.
+        let name = format!("cluster-pes-{version}");
+        let expirable = rust.permit_expirable_semaphore(&name).unwrap();
+        expirable.try_set_permits(1).await.unwrap();
+        java.ok(&format!("pesAcquire {name} 300")).await;
+        within(
+            &format!("{version}: Java's lease ends"),
+            expirable.acquire(1, None),
+        )
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+
+        // Latch: a count-down on either side opens the other's wait.
+        let name = format!("cluster-latch-{version}");
+        let latch = rust.count_down_latch(&name).unwrap();
+        let channel = latch.channel();
+        let owner = cluster.owner_of(naming::slot(&channel)).await;
+        latch.try_set_count(1).await.unwrap();
+        let java_waits = java.send(&format!("latchAwait {name} -1")).await;
+        shard_subscribers(owner, &channel, 1).await;
+        latch.count_down().await.unwrap();
+        assert_eq!(
+            within(&format!("{version}: Java's await"), java_waits)
+                .await
+                .unwrap()
+                .unwrap(),
+            "true"
+        );
+        shard_subscribers(owner, &channel, 0).await;
+        assert_eq!(java.ok(&format!("latchTrySetCount {name} 1")).await, "true");
+        let l = latch.clone();
+        let waiter = tokio::spawn(async move { l.wait().await });
+        shard_subscribers(owner, &channel, 1).await;
+        java.ok(&format!("latchCountDown {name}")).await;
+        within(&format!("{version}: Rust's wait"), waiter)
+            .await
+            .unwrap()
+            .unwrap();
+        rust.shutdown().await;
+        java.quit().await;
     }
 }

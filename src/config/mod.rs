@@ -133,6 +133,15 @@ pub struct Config {
     /// the JVM fleet's value, so deadlines agree.
     #[serde(with = "millis")]
     pub fair_lock_wait_timeout: Duration,
+    /// The longest a waiter that only a message can wake sleeps before it
+    /// looks again on its own: a semaphore acquire, a count-down latch
+    /// `wait`, a lock whose key has no TTL. It bounds what a lost message
+    /// (a dropped subscriber connection, a release that published nothing)
+    /// costs; normally the message comes first and no re-check is sent. Not
+    /// a Redisson setting: Redisson's waiters in these cases wait for the
+    /// next message. Default 5 s.
+    #[serde(with = "millis")]
+    pub recheck_interval: Duration,
     /// On a cluster or sentinel deployment, refuse a lock write that no
     /// replica confirmed (Redisson's `checkLockSyncedSlaves`, default true):
     /// an acquire is undone and retried up to `retryAttempts` times. When
@@ -172,6 +181,7 @@ impl std::fmt::Debug for Config {
             .field("reconnect", &self.reconnect)
             .field("sharded_subscription_mode", &self.sharded_subscription_mode)
             .field("fair_lock_wait_timeout", &self.fair_lock_wait_timeout)
+            .field("recheck_interval", &self.recheck_interval)
             .field("spin_lock_backoff", &self.spin_lock_backoff)
             .field("check_lock_synced_slaves", &self.check_lock_synced_slaves)
             .field("slaves_sync_timeout", &self.slaves_sync_timeout)
@@ -204,6 +214,7 @@ impl Default for Config {
             reconnect_max_delay: Duration::from_secs(5),
             sharded_subscription_mode: ShardedSubscriptionMode::Auto,
             fair_lock_wait_timeout: Duration::from_secs(300),
+            recheck_interval: Duration::from_secs(5),
             spin_lock_backoff: BackOff::default(),
             check_lock_synced_slaves: true,
             slaves_sync_timeout: Duration::from_secs(1),
@@ -285,6 +296,7 @@ impl Config {
             ("connectTimeout", self.connect_timeout),
             ("subscriptionTimeout", self.subscription_timeout),
             ("fairLockWaitTimeout", self.fair_lock_wait_timeout),
+            ("recheckInterval", self.recheck_interval),
         ] {
             if value.is_zero() || value > MAX_LEASE {
                 return Err(Error::Config(format!(

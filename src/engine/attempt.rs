@@ -18,8 +18,9 @@ use crate::engine::hold::{Admit, Hold};
 use crate::engine::kind::{Grant, Patience};
 use crate::engine::lease::{expires_by, lease_millis};
 use crate::engine::raw::{Held, RawLock};
-use crate::engine::release::{send_unlock, UnlockRequest};
+use crate::engine::release::send_unlock;
 use crate::engine::replica_sync::Synced;
+use crate::engine::request::Request;
 use crate::engine::script;
 use crate::engine::settle::{give_back_untracked, FinishOnDrop, Unfinished};
 use crate::error::{Error, Result};
@@ -212,7 +213,7 @@ async fn acquire_locked(
 async fn give_back_one(lock: &RawLock, hold: &Arc<Hold>, field: &str) -> bool {
     // The holds left after the undo keep their own lease.
     let remaining = hold.lease_after_release(false, lock.engine.config.lock_watchdog_timeout);
-    match send_unlock(lock, field, remaining, &UnlockRequest::new(), false).await {
+    match send_unlock(lock, field, remaining, &Request::new(), false).await {
         Ok(_) => true,
         // Expired meanwhile: nothing of ours is left to give back.
         Err(Error::NotHeld { .. }) => true,

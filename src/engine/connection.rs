@@ -108,6 +108,7 @@ impl Engine {
             writers,
             hub,
             holds: Holds::default(),
+            loans: Default::default(),
             latches,
             slot_grouped,
             publish_command: if sharded { "SPUBLISH" } else { "PUBLISH" },

@@ -3,7 +3,8 @@
 //!
 //! * How a message wakes local waiters is the object kind's [`Wake`] policy,
 //!   as Redisson has a listener per kind: for locks, `0` wakes one waiter and
-//!   `1` wakes them all (LockPubSub). A wake-up only triggers a new attempt,
+//!   `1` wakes them all (LockPubSub); for semaphores `n` wakes up to n; for
+//!   count-down latches `0` wakes all. A wake-up only triggers a new attempt,
 //!   so a lost or extra message costs time, never correctness.
 //! * SUBSCRIBE and UNSUBSCRIBE are issued by one task, in the order the
 //!   decisions were taken, so an unsubscribe can never overtake the
@@ -54,13 +55,27 @@ pub(crate) enum Wake {
     /// Redisson's LockPubSub: `0` wakes one waiter, `1` wakes every waiter,
     /// anything else is ignored.
     OneOrAll,
+    /// Redisson's SemaphorePubSub: a message `n` (the permits now available,
+    /// or just released) wakes up to `n` waiters.
+    UpTo,
+    /// Redisson's CountDownLatchPubSub: messages are a level; `0` (the count
+    /// reached zero) wakes every waiter, `1` (a new count) wakes nobody.
+    Level,
 }
 
 impl Wake {
-    fn deliver(self, wake: &Notify, payload: &Value) {
+    fn deliver(self, wake: &Notify, waiters: usize, payload: &Value) {
         match (self, crate::engine::script::as_i64(payload)) {
             (Wake::OneOrAll, Some(UNLOCK_MESSAGE)) => wake.notify_one(),
             (Wake::OneOrAll, Some(WAKE_ALL_MESSAGE)) => wake.notify_waiters(),
+            (Wake::UpTo, Some(n)) if n > 0 => {
+                let n = usize::try_from(n).unwrap_or(usize::MAX).min(waiters);
+                for _ in 0..n {
+                    wake.notify_one();
+                }
+            }
+            (Wake::Level, Some(0)) => wake.notify_waiters(),
+            (Wake::UpTo | Wake::Level, Some(_)) => {}
             _ => tracing::debug!(?payload, "ignoring an unknown message"),
         }
     }
@@ -248,7 +263,11 @@ impl Hub {
         let Some(target) = self.channels.lock().get(channel).cloned() else {
             return;
         };
-        target.policy.deliver(&target.wake, payload);
+        target.policy.deliver(
+            &target.wake,
+            target.waiters.load(Ordering::Acquire),
+            payload,
+        );
     }
 
     fn wake_all(&self) {

@@ -28,10 +28,13 @@ pub(crate) mod hub;
 pub(crate) mod kind;
 pub(crate) mod lease;
 pub(crate) mod lifecycle;
+pub(crate) mod loan;
+pub(crate) mod object;
 pub(crate) mod raw;
 pub(crate) mod reentry;
 pub(crate) mod release;
 pub(crate) mod replica_sync;
+pub(crate) mod request;
 pub(crate) mod script;
 pub(crate) mod settle;
 pub(crate) mod unlock_latch;
@@ -72,6 +75,8 @@ pub(crate) struct Engine {
     pub(crate) replica_sync: ReplicaSync,
     pub(crate) hub: Arc<Hub>,
     pub(crate) holds: Holds,
+    /// Permits taken and not yet given back.
+    pub(crate) loans: loan::Loans,
     pub(crate) latches: LatchSweeper,
     /// Multi-key commands must stay within one hash slot: a Redis Cluster, or
     /// a cluster behind a single proxy address (found by a probe at connect).
@@ -130,6 +135,11 @@ impl Engine {
         }
         if !self.lifecycle.until_idle(self.settle_budget()).await {
             tracing::warn!("shutdown: operations still running after the settle budget; going on");
+        }
+        for loan in self.loans.all() {
+            if let Err(e) = loan.settle().await {
+                tracing::warn!(error = %e, "shutdown: giving back permits failed");
+            }
         }
         for hold in self.holds.all() {
             let lock = raw::RawLock::new(self.clone(), hold.kind, &hold.name);

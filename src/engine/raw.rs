@@ -138,9 +138,15 @@ impl RawLock {
             None => {
                 let field = self.field_of(owner);
                 let lease = self.engine.config.lock_watchdog_timeout;
-                release::send_unlock(self, &field, lease, &release::UnlockRequest::new(), true)
-                    .await
-                    .map(|(unlocked, _)| unlocked)
+                release::send_unlock(
+                    self,
+                    &field,
+                    lease,
+                    &crate::engine::request::Request::new(),
+                    true,
+                )
+                .await
+                .map(|(unlocked, _)| unlocked)
             }
         }
     }
@@ -275,6 +281,7 @@ impl RawLock {
         if e.is_wrong_type() {
             Error::WrongType {
                 name: self.name.to_string(),
+                expected: "lock",
             }
         } else {
             e

@@ -1,6 +1,7 @@
 //! One release, for any kind of lock: the kind's unlock script through an
-//! unlock latch (`redisson_unlock_latch:{name}:<request-id>`), so that a
-//! retry replays the first outcome instead of releasing twice.
+//! unlock latch (`redisson_unlock_latch:{name}:<request-id>`, a
+//! [`Request`]), so that a retry replays the first outcome instead of
+//! releasing twice.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,40 +9,15 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::engine::hold::Hold;
-use crate::engine::kind::{Latch, Patience};
+use crate::engine::kind::Patience;
 use crate::engine::raw::RawLock;
 use crate::engine::replica_sync::Synced;
+use crate::engine::request::{Request, Target};
 use crate::engine::script;
 use crate::engine::settle::{give_back_untracked, FinishOnDrop, Slot, Unfinished};
 use crate::error::{Error, Result};
 use crate::lock::Unlocked;
 use crate::naming;
-
-/// One unlock request: its latch id, fixed before anything is sent, and when
-/// it was first sent (the latch's lifetime starts there). Clones share both.
-#[derive(Clone)]
-pub(crate) struct UnlockRequest {
-    id: String,
-    first_sent: Arc<std::sync::OnceLock<Instant>>,
-}
-
-impl UnlockRequest {
-    pub(crate) fn new() -> Self {
-        UnlockRequest {
-            id: format!("{:032x}", rand::random::<u128>()),
-            first_sent: Arc::default(),
-        }
-    }
-
-    fn first_sent(&self) -> Option<Instant> {
-        self.first_sent.get().copied()
-    }
-
-    /// Records the first send (now, unless an earlier one was recorded).
-    fn mark_sent(&self) -> Instant {
-        *self.first_sent.get_or_init(Instant::now)
-    }
-}
 
 /// Releases one hold recorded in `hold`. Safe to cancel: the unlock's request
 /// id is fixed before anything is sent, and if the caller stops waiting (a
@@ -53,7 +29,7 @@ pub(crate) async fn release(lock: &RawLock, hold: &Arc<Hold>, watchdog: bool) ->
         // Released by the client's shutdown already.
         return Err(Error::Shutdown);
     }
-    let request = UnlockRequest::new();
+    let request = Request::new();
     // Armed before waiting for the slot: even a caller who gives up then
     // must not leave the hold in place.
     let mut finish = FinishOnDrop::new(Unfinished::Release {
@@ -94,7 +70,7 @@ pub(crate) async fn release_locked(
     lock: &RawLock,
     hold: &Arc<Hold>,
     watchdog: bool,
-    request: &UnlockRequest,
+    request: &Request,
 ) -> (Result<Unlocked>, Slot) {
     let engine = &lock.engine;
     let field = hold.field(&engine.id);
@@ -153,88 +129,45 @@ pub(crate) async fn release_locked(
     (lost(outcome.map(|(unlocked, _)| unlocked)), Slot::Kept)
 }
 
-/// Sends the kind's unlock script for `field`. A lost reply is retried with
-/// the same latch key, so a retry replays the first outcome instead of
-/// releasing twice, and never after the latch could have expired. Returns the
-/// outcome and when the request was first sent: a replayed reply describes an
-/// execution no earlier than that. With `synced`, a reply the replicas did
-/// not confirm is replayed the same way, and is an error on the last attempt.
+/// Sends the kind's unlock script for `field` as `request`: a lost reply is
+/// replayed through its latch (see [`Request::send`]). Returns the outcome and
+/// when the request was first sent: a replayed reply describes an execution
+/// no earlier than that. With `synced`, a reply the replicas did not confirm
+/// is replayed the same way, and is an error on the last attempt.
 pub(crate) async fn send_unlock(
     lock: &RawLock,
     field: &str,
     lease: Duration,
-    request: &UnlockRequest,
+    request: &Request,
     synced: bool,
 ) -> Result<(Unlocked, Instant)> {
     let engine = &lock.engine;
-    let config = &engine.config;
-    // Long enough to outlive every retry (Redisson: (timeout + delay) * attempts).
-    // A synced write may also spend slavesSyncTimeout in its WAIT.
-    let per_attempt = config.timeout + engine.replica_sync.extra_time();
-    let latch = Latch {
-        key: naming::latch_name(&lock.name, &request.id),
-        ttl_ms: (per_attempt.as_millis() + config.retry_delay.as_millis())
-            .saturating_mul(u128::from(config.retry_attempts.max(1)))
-            .clamp(1, crate::engine::lease::MAX_LEASE.as_millis()) as i64,
+    let target = Target {
+        operation: "unlock",
+        name: &lock.name,
+        latch_key: naming::latch_name(&lock.name, request.id()),
+        replay_short: synced,
     };
-    // A send after the latch expired could apply the unlock a second time.
-    // The latch lives from the first send, so only a request that was sent
-    // already (by a caller who then left) can be too late.
-    let too_late = |first: Instant, now: Instant| {
-        now + per_attempt >= first + Duration::from_millis(latch.ttl_ms as u64)
-    };
-    if let Some(first) = request.first_sent() {
-        if too_late(first, Instant::now()) {
-            return Err(Error::OutcomeUnknown {
-                operation: "unlock",
-                name: lock.name.to_string(),
-                cause: "its latch may have expired, so it cannot be replayed safely".into(),
-            });
-        }
+    let sent = request
+        .send(engine, target, |latch| {
+            lock.kind
+                .unlock(&lock.call(field, lease, Patience::Once), latch)
+        })
+        .await
+        .map_err(|e| lock.wrong_type(e))?;
+    if let (true, short @ Synced::Short { .. }) = (synced, sent.synced) {
+        return Err(engine.replica_sync.not_synced("unlock", &lock.name, short));
     }
-    let mut attempt = 0;
-    let first = request.mark_sent();
-    let reply = loop {
-        let call = lock
-            .kind
-            .unlock(&lock.call(field, lease, Patience::Once), &latch);
-        match engine.write(call).await {
-            Ok((_, short @ Synced::Short { .. })) if synced => {
-                if attempt + 1 >= config.retry_attempts
-                    || too_late(first, Instant::now() + config.retry_delay)
-                {
-                    return Err(engine.replica_sync.not_synced("unlock", &lock.name, short));
-                }
-                attempt += 1;
-                tracing::info!(lock = %lock.name, attempt, ?short, "unlock not confirmed by replicas; replaying through the latch");
-                tokio::time::sleep(config.retry_delay).await;
-            }
-            Ok((reply, _)) => break reply,
-            Err(e)
-                if e.outcome_unknown()
-                    && attempt + 1 < config.retry_attempts
-                    && !too_late(first, Instant::now() + config.retry_delay) =>
-            {
-                attempt += 1;
-                tracing::info!(lock = %lock.name, error = %e, attempt, "unlock reply lost; replaying through the latch");
-                tokio::time::sleep(config.retry_delay).await;
-            }
-            Err(e) => return Err(lock.wrong_type(e)),
-        }
-    };
-    let unlocked = match script::as_i64(&reply) {
+    let unlocked = match script::as_i64(&sent.reply) {
         Some(1) => Unlocked::Released,
         Some(0) => Unlocked::StillHeld,
-        None if reply.is_null() => {
+        None if sent.reply.is_null() => {
             return Err(Error::NotHeld {
                 name: lock.name.to_string(),
                 field: field.to_string(),
             })
         }
-        _ => return Err(script::unexpected("unlock", &reply)),
+        _ => return Err(script::unexpected("unlock", &sent.reply)),
     };
-    // The latch only matters while a retry could still come; delete it now
-    // (without waiting, as Redisson does) instead of leaving it to its TTL.
-    engine.latches.discard(latch.key);
-    Ok((unlocked, first))
+    Ok((unlocked, sent.first_sent))
 }

@@ -20,7 +20,8 @@ use crate::engine::hold::Hold;
 use crate::engine::kind::Patience;
 use crate::engine::lifecycle::Busy;
 use crate::engine::raw::RawLock;
-use crate::engine::release::{release_locked, send_unlock, UnlockRequest};
+use crate::engine::release::{release_locked, send_unlock};
+use crate::engine::request::Request;
 use crate::error::Result;
 use crate::lock::Unlocked;
 use crate::OwnerId;
@@ -48,7 +49,7 @@ pub(crate) enum Unfinished {
         lock: RawLock,
         hold: Arc<Hold>,
         watchdog: bool,
-        request: UnlockRequest,
+        request: Request,
         /// Whether it already holds the `ops` slot.
         owns_slot: bool,
         busy: Busy,
@@ -175,7 +176,7 @@ pub(crate) async fn give_back_untracked(lock: &RawLock, hold: &Arc<Hold>) {
     let lease = hold.lease_after_release(false, engine.config.lock_watchdog_timeout);
     for _ in 0..extra.clamp(0, 64) {
         tracing::info!(lock = %lock.name, "giving back a hold this client did not record");
-        match send_unlock(lock, &field, lease, &UnlockRequest::new(), true).await {
+        match send_unlock(lock, &field, lease, &Request::new(), true).await {
             Ok((Unlocked::StillHeld, _)) => {}
             Ok((Unlocked::Released, _)) => break,
             Err(e) => {

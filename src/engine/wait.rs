@@ -1,31 +1,137 @@
-//! Waiting for a lock, any kind: Redisson's algorithm, driven by messages.
+//! Waiting, for any object: Redisson's algorithm, driven by messages.
 //!
-//! 1. Try once. 2. Join the kind's channel (one subscription per client).
+//! 1. Try once. 2. Join the object's channel (one subscription per client).
 //! 3. Loop: arm the wake-up, try again, then sleep until a wake-up, the
-//!    lock's TTL, the caller's deadline or the client's shutdown, whichever
-//!    comes first.
+//!    time the attempt said to look again (a lock's TTL, an expirable
+//!    permit's expiry), the caller's deadline or the client's shutdown,
+//!    whichever comes first.
 //!
-//! Trying again after joining closes the race with an unlock that happened
-//! before the subscription existed, and never sleeping past the TTL bounds
-//! the cost of a lost message to one TTL. A TTL of 0 (the fair lock: free,
-//! but another waiter is first in line) is re-checked with a bounded
-//! back-off instead of in a tight loop. If the caller drops the waiting
-//! future while an attempt is in flight, that attempt is settled in the
-//! background (`settle`), and a waiter that leaves without the lock runs its
-//! kind's give-up (the fair lock's queue entry goes), so no cancelled waiter
-//! keeps a lock or blocks a queue.
+//! Trying again after joining closes the race with a release that happened
+//! before the subscription existed. Where nothing but a message would end
+//! the sleep (a semaphore, a count-down latch, a lock without TTL), the
+//! sleep is bounded by `Config::recheck_interval`, so a lost message costs
+//! at most that, never a hang.
+//!
+//! What an attempt is belongs to the object ([`Attempts`]); the locks' is
+//! here too ([`acquire`]): the lock's TTL bounds the sleep, a TTL of 0 (the
+//! fair lock: free, but another waiter is first in line) is re-checked with
+//! a bounded back-off instead of in a tight loop, and a kind without pub/sub
+//! (the spin lock) polls. If the caller drops the waiting future while an
+//! attempt is in flight, that attempt is settled in the background
+//! (`settle`), and a waiter that leaves without the lock runs its kind's
+//! give-up (the fair lock's queue entry goes), so no cancelled waiter keeps
+//! a lock or blocks a queue.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::config::Delays;
 use crate::engine::attempt::{acquire_once, Attempt};
+use crate::engine::hub::Wake;
 use crate::engine::kind::Patience;
 use crate::engine::lifecycle::until_set;
 use crate::engine::raw::{Held, RawLock};
 use crate::engine::settle::GiveUpOnDrop;
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::OwnerId;
+
+/// What one attempt of a waiter found.
+pub(crate) enum Step<T> {
+    /// Got it.
+    Done(T),
+    /// Not yet. Try again after a wake-up, or after this long at most;
+    /// `None` when only a message would say (bounded by the re-check).
+    Again(Option<Duration>),
+    /// Stop without it: the attempt could not be made in time.
+    GiveUp,
+}
+
+/// The attempts of one waiter.
+pub(crate) trait Attempts {
+    type Output;
+    /// One attempt. Cancel-safe: dropped mid-way, it leaves nothing taken.
+    async fn attempt(&mut self) -> Result<Step<Self::Output>>;
+}
+
+/// Where a waiter listens and until when it waits.
+pub(crate) struct Waiter<'a> {
+    pub(crate) engine: &'a Engine,
+    /// The channel whose messages wake it, and how; `None`: it polls.
+    pub(crate) channel: Option<(String, Wake)>,
+    /// `None`: no limit.
+    pub(crate) deadline: Option<Instant>,
+}
+
+impl Waiter<'_> {
+    /// Attempts until one succeeds (`Some`), the deadline passes (`None`),
+    /// or an attempt fails (`Err`). [`Error::Shutdown`] as soon as the client
+    /// closes.
+    pub(crate) async fn wait<A: Attempts>(&self, attempts: &mut A) -> Result<Option<A::Output>> {
+        let engine = self.engine;
+        match attempts.attempt().await? {
+            Step::Done(done) => return Ok(Some(done)),
+            Step::GiveUp => return Ok(None),
+            Step::Again(_) => {}
+        }
+        let Some(left) = time_left(self.deadline) else {
+            return Ok(None);
+        };
+        let closing = engine.lifecycle.closing();
+        // Redisson: a waiter without a limit gives its subscription
+        // `subscriptionTimeout`, one with a limit the rest of it.
+        let subscription = match &self.channel {
+            None => None,
+            Some((channel, wake)) => {
+                let limit = match self.deadline {
+                    Some(_) => left,
+                    None => engine.config.subscription_timeout,
+                };
+                let joined = tokio::select! {
+                    joined = engine.hub.join(channel, *wake, limit) => joined,
+                    _ = until_set(closing.clone()) => return Err(Error::Shutdown),
+                };
+                match joined {
+                    Err(Error::Timeout(_))
+                        if self.deadline.is_some_and(|d| Instant::now() >= d) =>
+                    {
+                        return Ok(None)
+                    }
+                    other => Some(other?),
+                }
+            }
+        };
+        loop {
+            let woken = std::pin::pin!(subscription.as_ref().map(|s| s.woken()));
+            let mut woken = woken;
+            if let Some(woken) = woken.as_mut().as_pin_mut() {
+                woken.enable();
+            }
+            let pause = match attempts.attempt().await? {
+                Step::Done(done) => return Ok(Some(done)),
+                Step::GiveUp => return Ok(None),
+                Step::Again(pause) => pause.unwrap_or(engine.config.recheck_interval),
+            };
+            let Some(left) = time_left(self.deadline) else {
+                return Ok(None);
+            };
+            let pause = pause.min(left);
+            let slept = async {
+                match woken.as_mut().as_pin_mut() {
+                    Some(woken) => {
+                        let _ = tokio::time::timeout(pause, woken).await;
+                    }
+                    None => tokio::time::sleep(pause).await,
+                }
+            };
+            tokio::select! {
+                _ = slept => {}
+                _ = until_set(closing.clone()) => return Err(Error::Shutdown),
+            }
+        }
+    }
+}
 
 /// Back-off while the lock is free but another waiter goes first.
 const FIRST_BACKOFF: Duration = Duration::from_millis(2);
@@ -34,6 +140,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 /// An acquisition: the hold, and the fencing token if the kind has one.
 pub(crate) type Granted = (Held, Option<i64>);
 
+/// Acquires a lock of any kind, waiting as `patience` allows.
 pub(crate) async fn acquire(
     lock: &RawLock,
     lease: Option<Duration>,
@@ -59,7 +166,27 @@ pub(crate) async fn acquire(
     // From the first attempt on, the waiter may be queued (the fair lock):
     // leaving without the lock, in any way, must clean that up.
     let give_up = GiveUpOnDrop::new(lock, owner, patience);
-    match wait(lock, owner, lease, patience, deadline).await {
+    let channel = lock
+        .kind
+        .channel(&lock.name, &lock.field_of(owner))
+        .map(|channel| (channel, lock.kind.wake()));
+    let polls = channel.is_none();
+    let waiter = Waiter {
+        engine,
+        channel,
+        deadline,
+    };
+    let mut attempts = LockAttempts {
+        lock,
+        owner,
+        lease,
+        deadline,
+        patience,
+        polling: polls.then(|| lock.backoff().start()),
+        backoff: FIRST_BACKOFF,
+        tried: false,
+    };
+    match waiter.wait(&mut attempts).await {
         Ok(Some(granted)) => {
             give_up.disarm();
             Ok(Some(granted))
@@ -71,93 +198,62 @@ pub(crate) async fn acquire(
     }
 }
 
-async fn wait(
-    lock: &RawLock,
+/// A lock's attempts, and how long each refusal lets the waiter sleep.
+struct LockAttempts<'a> {
+    lock: &'a RawLock,
     owner: OwnerId,
     lease: Option<Duration>,
-    patience: Patience,
     deadline: Option<Instant>,
-) -> Result<Option<Granted>> {
-    let engine = &lock.engine;
-    if let Attempt::Acquired(held, token) =
-        acquire_once(lock, owner, lease, deadline, patience).await?
-    {
-        return Ok(Some((held, token)));
-    }
-    let Some(left) = time_left(deadline) else {
-        return Ok(None);
-    };
-    let closing = engine.lifecycle.closing();
-    // A kind without pub/sub (the spin lock) polls; the others join their
-    // channel. Redisson: `lock()` gives the subscription
-    // `subscriptionTimeout`, a `tryLock(wait)` the rest of its wait.
-    let subscription = match lock.kind.channel(&lock.name, &lock.field_of(owner)) {
-        None => None,
-        Some(channel) => {
-            let limit = match deadline {
-                Some(_) => left,
-                None => engine.config.subscription_timeout,
-            };
-            let joined = tokio::select! {
-                joined = engine.hub.join(&channel, lock.kind.wake(), limit) => joined,
-                _ = until_set(closing.clone()) => return Err(Error::Shutdown),
-            };
-            match joined {
-                Err(Error::Timeout(_)) if deadline.is_some_and(|d| Instant::now() >= d) => {
-                    return Ok(None)
-                }
-                other => Some(other?),
-            }
-        }
-    };
-    let mut polling = lock.backoff().start();
-    let mut backoff = FIRST_BACKOFF;
-    loop {
-        let woken = std::pin::pin!(subscription.as_ref().map(|s| s.woken()));
-        let mut woken = woken;
-        if let Some(woken) = woken.as_mut().as_pin_mut() {
-            woken.enable();
-        }
-        let ttl = match acquire_once(lock, owner, lease, deadline, patience).await? {
-            Attempt::Acquired(held, token) => return Ok(Some((held, token))),
+    patience: Patience,
+    /// The spin lock's back-off; `None` for kinds woken by messages.
+    polling: Option<Delays>,
+    /// The back-off while the lock is free but not ours to take.
+    backoff: Duration,
+    /// Whether the first attempt (before joining the channel) was made.
+    tried: bool,
+}
+
+impl Attempts for LockAttempts<'_> {
+    type Output = Granted;
+
+    async fn attempt(&mut self) -> Result<Step<Granted>> {
+        let ttl = match acquire_once(
+            self.lock,
+            self.owner,
+            self.lease,
+            self.deadline,
+            self.patience,
+        )
+        .await?
+        {
+            Attempt::Acquired(held, token) => return Ok(Step::Done((held, token))),
             Attempt::Held(ttl) => ttl,
-            Attempt::Busy => return Ok(None),
+            Attempt::Busy => return Ok(Step::GiveUp),
         };
-        let Some(left) = time_left(deadline) else {
-            return Ok(None);
-        };
-        let pause = match (&subscription, ttl) {
-            // No message will come: poll, never past the TTL.
-            (None, ttl) => polling.next_delay().min(ttl.unwrap_or(Duration::MAX)),
-            (Some(_), Some(Duration::ZERO)) => {
-                let pause = backoff;
-                backoff = (backoff * 2).min(MAX_BACKOFF);
-                pause
-            }
-            (Some(_), Some(ttl)) => {
-                backoff = FIRST_BACKOFF;
-                ttl
-            }
-            (Some(_), None) => Duration::MAX,
-        };
-        let pause = pause.min(left);
-        let slept = async {
-            match woken.as_mut().as_pin_mut() {
-                Some(woken) => {
-                    let _ = tokio::time::timeout(pause, woken).await;
-                }
-                None => tokio::time::sleep(pause).await,
-            }
-        };
-        tokio::select! {
-            _ = slept => {}
-            _ = until_set(closing.clone()) => return Err(Error::Shutdown),
+        if !std::mem::replace(&mut self.tried, true) {
+            // The first refusal only leads to joining the channel.
+            return Ok(Step::Again(None));
         }
+        Ok(Step::Again(match (&mut self.polling, ttl) {
+            // No message will come: poll, never past the TTL.
+            (Some(polling), ttl) => Some(polling.next_delay().min(ttl.unwrap_or(Duration::MAX))),
+            (None, Some(Duration::ZERO)) => {
+                let pause = self.backoff;
+                self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+                Some(pause)
+            }
+            (None, Some(ttl)) => {
+                self.backoff = FIRST_BACKOFF;
+                Some(ttl)
+            }
+            // A key without TTL: a message, or the re-check.
+            (None, None) => None,
+        }))
     }
 }
 
 /// Time until the deadline; `None` once it has passed. No deadline: forever.
-fn time_left(deadline: Option<Instant>) -> Option<Duration> {
+pub(crate) fn time_left(deadline: Option<Instant>) -> Option<Duration> {
     match deadline {
         None => Some(Duration::MAX),
         Some(d) => {

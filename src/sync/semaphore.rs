@@ -1,0 +1,557 @@
+//! [`RSemaphore`]: Redisson's semaphore (`getSemaphore(name)`).
+//!
+//! On the wire: the string `name` holds the available permits (no TTL unless
+//! set with one); every change that makes permits available publishes the
+//! new total on `redisson_sc:{name}`, which wakes up to that many waiters,
+//! Java or Rust. Scripts in `lua/semaphore/`; each write records its outcome
+//! in a request latch, so a lost reply is replayed, never applied twice.
+
+use std::fmt;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use fred::interfaces::KeysInterface;
+use fred::types::Value;
+use tokio::time::Instant;
+
+use crate::engine::hub::Wake;
+use crate::engine::kind::ScriptCall;
+use crate::engine::loan::{detached, Loan};
+use crate::engine::object::Object;
+use crate::engine::replica_sync::Synced;
+use crate::engine::request::Request;
+use crate::engine::script::{self, Script};
+use crate::engine::wait::{Attempts, Step, Waiter};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::naming;
+
+static TRY_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/semaphore/try_acquire.lua")));
+static RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/semaphore/release.lua")));
+pub(crate) static TRY_SET_PERMITS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/semaphore/try_set_permits.lua")));
+static ADD_PERMITS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/semaphore/add_permits.lua")));
+static DRAIN: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/semaphore/drain.lua")));
+
+/// Redisson's semaphore (`getSemaphore(name)`): a number of permits shared
+/// by every client, Java or Rust. A permit has no owner: whoever took it, any
+/// client may release it. [`RSemaphore::acquire`] hands out a
+/// [`SemaphorePermits`] guard that gives its permits back when dropped, for
+/// the common "at most N at once" use; [`SemaphorePermits::forget`] and
+/// [`RSemaphore::release`] are the Java-style alternative.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::RedissonClient) -> redisson_lock::Result<()> {
+/// let exports = client.semaphore("exports")?;
+/// exports.try_set_permits(4).await?; // once, by whoever comes first
+/// let permit = exports.acquire(1).await?; // waits on pub/sub while none is free
+/// // ... at most 4 of these run at once, across the fleet ...
+/// permit.release().await?; // or drop it
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RSemaphore {
+    object: Object,
+}
+
+impl RSemaphore {
+    pub(crate) fn new(engine: Arc<Engine>, name: &str) -> Self {
+        RSemaphore {
+            object: Object::new(engine, name, "semaphore"),
+        }
+    }
+
+    /// Checks a name for a semaphore on a client whose multi-key commands
+    /// must stay in one slot (or not).
+    pub(crate) fn check_name(name: &str, slot_grouped: bool) -> Result<()> {
+        naming::validate_name(
+            name,
+            slot_grouped,
+            "semaphore",
+            &[
+                naming::semaphore_channel_name(name),
+                naming::request_latch_name(name, "0"),
+            ],
+        )
+    }
+
+    /// The semaphore's name: the key holding its available permits.
+    pub fn name(&self) -> &str {
+        &self.object.name
+    }
+
+    /// The channel on which the semaphore announces available permits.
+    pub fn channel(&self) -> String {
+        naming::semaphore_channel_name(&self.object.name)
+    }
+
+    /// Sets the number of permits if the semaphore does not exist yet
+    /// (Redisson's `trySetPermits`), and wakes waiters. True if it was set.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for 0 or more than `i32::MAX` permits;
+    /// [`Error::WrongType`] when the key holds something else; connection
+    /// errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel-safe in what it reports: dropped after sending, the
+    /// permits may or may not have been set. Nothing is ever set twice.
+    pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
+        self.set_permits(permits, None).await
+    }
+
+    /// As [`RSemaphore::try_set_permits`], and the semaphore expires after
+    /// `ttl` (Redisson's `trySetPermits(permits, ttl)`).
+    ///
+    /// # Errors
+    ///
+    /// As [`RSemaphore::try_set_permits`], and [`Error::InvalidArgument`] for
+    /// a `ttl` under 1 ms or beyond [`crate::MAX_LEASE`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`RSemaphore::try_set_permits`].
+    pub async fn try_set_permits_with_ttl(&self, permits: u32, ttl: Duration) -> Result<bool> {
+        let ttl = crate::engine::lease::lease_millis(ttl, "ttl")?;
+        self.set_permits(permits, Some(ttl)).await
+    }
+
+    async fn set_permits(&self, permits: u32, ttl_ms: Option<i64>) -> Result<bool> {
+        let permits = crate::sync::permits(permits)?;
+        let _busy = self.object.enter()?;
+        let (name, channel) = (self.name().to_string(), self.channel());
+        let publish = self.object.engine.publish_command;
+        let reply = self
+            .object
+            .synced_request("try_set_permits", |latch| ScriptCall {
+                script: &TRY_SET_PERMITS,
+                keys: vec![name.clone(), channel.clone(), latch.key.clone()],
+                args: vec![
+                    permits.into(),
+                    publish.into(),
+                    latch.ttl_ms.into(),
+                    ttl_ms.unwrap_or(0).into(),
+                ],
+            })
+            .await?;
+        flag("try_set_permits", &reply)
+    }
+
+    /// Adds `permits` (a negative number takes some away, Redisson's
+    /// `addPermits`), creating the semaphore if needed; a positive total
+    /// wakes waiters. Returns the new total. Like Redisson, this drops a TTL
+    /// the key had.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when the total would leave the Java `int`
+    /// range (nothing is changed); [`Error::WrongType`]; connection errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped after sending, the permits may or may not have been added,
+    /// never twice.
+    pub async fn add_permits(&self, permits: i32) -> Result<i64> {
+        let _busy = self.object.enter()?;
+        let (name, channel) = (self.name().to_string(), self.channel());
+        let publish = self.object.engine.publish_command;
+        let reply = self
+            .object
+            .synced_request("add_permits", |latch| ScriptCall {
+                script: &ADD_PERMITS,
+                keys: vec![name.clone(), channel.clone(), latch.key.clone()],
+                args: vec![
+                    i64::from(permits).into(),
+                    publish.into(),
+                    latch.ttl_ms.into(),
+                ],
+            })
+            .await?;
+        match script::as_i64(&reply) {
+            Some(total) => Ok(total),
+            None if reply.is_null() => Err(Error::InvalidArgument(format!(
+                "adding {permits} permits to `{}` would leave the Java int range",
+                self.name()
+            ))),
+            None => Err(script::unexpected("add_permits", &reply)),
+        }
+    }
+
+    /// The permits available now (0 when the semaphore does not exist; may
+    /// be negative after [`RSemaphore::add_permits`] took more than there
+    /// were).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`]; connection errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: a read.
+    pub async fn available_permits(&self) -> Result<i64> {
+        let _busy = self.object.enter()?;
+        let value: Option<String> = self
+            .object
+            .query(self.object.reader().get(self.name()))
+            .await?;
+        parse_count(self.name(), value)
+    }
+
+    /// Takes every available permit and returns how many that was
+    /// (Redisson's `drainPermits`). The drained permits are not guarded:
+    /// give them back with [`RSemaphore::release`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`]; connection errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped after sending, the permits may have been drained with nobody
+    /// told how many; never twice.
+    pub async fn drain_permits(&self) -> Result<i64> {
+        let _busy = self.object.enter()?;
+        let name = self.name().to_string();
+        let reply = self
+            .object
+            .synced_request("drain_permits", |latch| ScriptCall {
+                script: &DRAIN,
+                keys: vec![name.clone(), latch.key.clone()],
+                args: vec![latch.ttl_ms.into()],
+            })
+            .await?;
+        script::as_i64(&reply).ok_or_else(|| script::unexpected("drain_permits", &reply))
+    }
+
+    /// Takes `permits`, waiting as long as it takes (Redisson's
+    /// `acquire(permits)`). Waiters sleep until a release announces permits
+    /// (up to `n` waiters per release of `n`), or at most
+    /// [`crate::Config::recheck_interval`] before they look again, so a lost
+    /// message never leaves one waiting forever.
+    ///
+    /// ```no_run
+    /// # async fn demo(semaphore: redisson_lock::RSemaphore) -> redisson_lock::Result<()> {
+    /// let permits = semaphore.acquire(2).await?;
+    /// assert_eq!(permits.count(), 2);
+    /// drop(permits); // given back in the background
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for 0 or more than `i32::MAX` permits;
+    /// [`Error::WrongType`]; [`Error::Shutdown`] as soon as the client shuts
+    /// down; connection errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: a dropped `acquire` never keeps a permit. An attempt in
+    /// flight when it is dropped completes in the background, and gives back
+    /// whatever it took.
+    pub async fn acquire(&self, permits: u32) -> Result<SemaphorePermits> {
+        let permits = crate::sync::permits(permits)?;
+        self.wait_for(permits, None)
+            .await?
+            .ok_or(Error::Timeout(Duration::MAX))
+    }
+
+    /// Takes `permits` if that many are available now (Redisson's
+    /// `tryAcquire(permits)`); `None` otherwise.
+    ///
+    /// # Errors
+    ///
+    /// As [`RSemaphore::acquire`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe, as [`RSemaphore::acquire`].
+    pub async fn try_acquire(&self, permits: u32) -> Result<Option<SemaphorePermits>> {
+        let permits = crate::sync::permits(permits)?;
+        detached(&self.object.engine, take(self.clone(), permits)).await
+    }
+
+    /// Takes `permits`, waiting at most `wait` (Redisson's
+    /// `tryAcquire(permits, wait)`); `None` if they did not become available
+    /// in time. A zero `wait` makes one attempt.
+    ///
+    /// # Errors
+    ///
+    /// As [`RSemaphore::acquire`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe, as [`RSemaphore::acquire`].
+    pub async fn try_acquire_for(
+        &self,
+        permits: u32,
+        wait: Duration,
+    ) -> Result<Option<SemaphorePermits>> {
+        let permits = crate::sync::permits(permits)?;
+        // A deadline too far to represent is no deadline.
+        self.wait_for(permits, Instant::now().checked_add(wait))
+            .await
+    }
+
+    async fn wait_for(
+        &self,
+        permits: i64,
+        deadline: Option<Instant>,
+    ) -> Result<Option<SemaphorePermits>> {
+        let waiter = Waiter {
+            engine: &self.object.engine,
+            channel: Some((self.channel(), Wake::UpTo)),
+            deadline,
+        };
+        waiter
+            .wait(&mut Takes {
+                semaphore: self,
+                permits,
+            })
+            .await
+    }
+
+    /// Returns `permits` to the semaphore, creating it if needed, and wakes
+    /// up to that many waiters (Redisson's `release(permits)`). Any client may
+    /// release, whoever took them.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for 0 or more than `i32::MAX` permits, or
+    /// when the total would pass `i32::MAX` (nothing is changed);
+    /// [`Error::WrongType`]; connection errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped after sending, the permits may or may not have been returned,
+    /// never twice.
+    pub async fn release(&self, permits: u32) -> Result<()> {
+        let permits = crate::sync::permits(permits)?;
+        let _busy = self.object.enter()?;
+        release(&self.object, permits, false).await.map(|_| ())
+    }
+
+    /// As [`RSemaphore::release`], but only if the semaphore exists
+    /// (Redisson's `releaseIfExists`): false, and nothing changed, if not.
+    ///
+    /// # Errors
+    ///
+    /// As [`RSemaphore::release`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`RSemaphore::release`].
+    pub async fn release_if_exists(&self, permits: u32) -> Result<bool> {
+        let permits = crate::sync::permits(permits)?;
+        let _busy = self.object.enter()?;
+        release(&self.object, permits, true).await
+    }
+
+    /// Deletes the semaphore (Redisson's `delete`, a plain `DEL`). Waiters,
+    /// which Redisson does not wake, notice at their next re-check.
+    ///
+    /// # Errors
+    ///
+    /// Connection errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe in effect: deleting twice deletes once.
+    pub async fn delete(&self) -> Result<bool> {
+        let _busy = self.object.enter()?;
+        let deleted: i64 = self
+            .object
+            .query(self.object.reader().del(self.name()))
+            .await?;
+        Ok(deleted > 0)
+    }
+}
+
+impl fmt::Debug for RSemaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RSemaphore")
+            .field("name", &self.name())
+            .finish()
+    }
+}
+
+/// One acquire attempt, sent as a replayable request. Runs detached from its
+/// caller (see [`detached`]): the guard it returns gives the permits back if
+/// nobody receives it.
+async fn take(semaphore: RSemaphore, permits: i64) -> Result<Option<SemaphorePermits>> {
+    let object = &semaphore.object;
+    let name = object.name.to_string();
+    let sent = object
+        .request("acquire", &Request::new(), |latch| ScriptCall {
+            script: &TRY_ACQUIRE,
+            keys: vec![name.clone(), latch.key.clone()],
+            args: vec![permits.into(), latch.ttl_ms.into()],
+        })
+        .await?;
+    match script::as_i64(&sent.reply) {
+        Some(1) => {}
+        Some(0) => return Ok(None),
+        _ => return Err(script::unexpected("acquire", &sent.reply)),
+    }
+    let taken = SemaphorePermits::new(semaphore.clone(), permits as u32);
+    if let short @ Synced::Short { .. } = sent.synced {
+        // Taken on the primary only: a failover now would hand them out
+        // again. Give them back (Redisson's NoSyncedSlaves handling).
+        let _ = taken.release().await;
+        return Err(object
+            .engine
+            .replica_sync
+            .not_synced("acquire", &name, short));
+    }
+    Ok(Some(taken))
+}
+
+/// Returns permits; false when `if_exists` and there is no semaphore.
+async fn release(object: &Object, permits: i64, if_exists: bool) -> Result<bool> {
+    let name = object.name.to_string();
+    let channel = naming::semaphore_channel_name(&name);
+    let publish = object.engine.publish_command;
+    let reply = object
+        .synced_request("release", |latch| ScriptCall {
+            script: &RELEASE,
+            keys: vec![name.clone(), channel.clone(), latch.key.clone()],
+            args: vec![
+                permits.into(),
+                publish.into(),
+                latch.ttl_ms.into(),
+                i64::from(if_exists).into(),
+            ],
+        })
+        .await?;
+    match script::as_i64(&reply) {
+        Some(released) => Ok(released == 1),
+        None if reply.is_null() => Err(Error::InvalidArgument(format!(
+            "releasing {permits} permits would take `{name}` past the Java int range"
+        ))),
+        None => Err(script::unexpected("release", &reply)),
+    }
+}
+
+/// A waiting acquire's attempts.
+struct Takes<'a> {
+    semaphore: &'a RSemaphore,
+    permits: i64,
+}
+
+impl Attempts for Takes<'_> {
+    type Output = SemaphorePermits;
+
+    async fn attempt(&mut self) -> Result<Step<SemaphorePermits>> {
+        let taken = detached(
+            &self.semaphore.object.engine,
+            take(self.semaphore.clone(), self.permits),
+        )
+        .await?;
+        Ok(match taken {
+            Some(permits) => Step::Done(permits),
+            // Only a release (announced, or found by the re-check) helps.
+            None => Step::Again(None),
+        })
+    }
+}
+
+/// Reads a counter value: missing is 0.
+pub(crate) fn parse_count(name: &str, value: Option<String>) -> Result<i64> {
+    match value {
+        None => Ok(0),
+        Some(text) => text
+            .parse()
+            .map_err(|_| Error::Redis(format!("`{name}` holds `{text}`, not a number of permits"))),
+    }
+}
+
+/// A 0/1 reply as a bool.
+pub(crate) fn flag(operation: &str, reply: &Value) -> Result<bool> {
+    match script::as_i64(reply) {
+        Some(n) => Ok(n == 1),
+        None => Err(script::unexpected(operation, reply)),
+    }
+}
+
+/// Permits taken from an [`RSemaphore`], given back when this guard is
+/// dropped (in the background), by [`SemaphorePermits::release`], or by the
+/// client's shutdown; exactly once.
+#[must_use = "dropping the guard gives the permits back at once"]
+pub struct SemaphorePermits {
+    semaphore: RSemaphore,
+    count: u32,
+    loan: Arc<Loan>,
+}
+
+impl SemaphorePermits {
+    fn new(semaphore: RSemaphore, count: u32) -> Self {
+        let object = semaphore.object.clone();
+        let loan = Loan::open(&semaphore.object.engine, move |_| {
+            let object = object.clone();
+            Box::pin(async move {
+                release(&object, i64::from(count), false).await?;
+                Ok(count as usize)
+            })
+        });
+        SemaphorePermits {
+            semaphore,
+            count,
+            loan,
+        }
+    }
+
+    /// How many permits this guard holds.
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// The semaphore they came from.
+    pub fn semaphore(&self) -> &RSemaphore {
+        &self.semaphore
+    }
+
+    /// Gives the permits back now, waking up to that many waiters.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Shutdown`] if the client's shutdown gave them back already;
+    /// connection errors (the release was then attempted and may be unknown).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: the release runs to its end in the background if the
+    /// caller stops waiting.
+    pub async fn release(self) -> Result<()> {
+        self.loan.settle().await.map(|_| ())
+    }
+
+    /// Keeps the permits taken and drops the guard without giving them back
+    /// (tokio's `SemaphorePermit::forget`): release them later with
+    /// [`RSemaphore::release`], from any client. Returns how many.
+    pub fn forget(self) -> u32 {
+        self.loan.forget();
+        self.count
+    }
+}
+
+impl Drop for SemaphorePermits {
+    fn drop(&mut self) {
+        if self.loan.is_open() {
+            self.loan.settle_in_background();
+        }
+    }
+}
+
+impl fmt::Debug for SemaphorePermits {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SemaphorePermits")
+            .field("semaphore", &self.semaphore.name())
+            .field("count", &self.count)
+            .finish()
+    }
+}

@@ -187,6 +187,67 @@ async fn status_decodes_a_redisson_hash_written_by_hand() {
 }
 
 #[tokio::test]
+async fn status_reads_semaphores_and_latches() {
+    let server = RedisServer::start().await;
+    let owner = client(&server, Duration::from_secs(30)).await;
+    let json = |args: Vec<&'static str>| {
+        let url = server.url();
+        async move {
+            let mut cmd = cli(&url);
+            cmd.args(args).arg("--json");
+            let out = output(cmd).await;
+            assert_eq!(out.code, 0, "{}", out.stderr);
+            serde_json::from_str::<serde_json::Value>(&out.stdout).unwrap()
+        }
+    };
+
+    let semaphore = owner.semaphore("exports").unwrap();
+    semaphore.try_set_permits(4).await.unwrap();
+    let taken = semaphore.acquire(1).await.unwrap();
+    let seen = json(vec!["status", "exports"]).await;
+    assert_eq!(seen["kind"], "counter", "a bare string could be either");
+    assert_eq!(seen["count"], 3);
+    let seen = json(vec!["status", "exports", "--kind", "semaphore"]).await;
+    assert_eq!(seen["kind"], "semaphore");
+    assert_eq!(seen["permits_available"], 3);
+    drop(taken);
+
+    let slots = owner.permit_expirable_semaphore("slots").unwrap();
+    slots.try_set_permits(2).await.unwrap();
+    let leased = slots
+        .acquire(1, Some(Duration::from_secs(600)))
+        .await
+        .unwrap();
+    let forever = slots.acquire(1, None).await.unwrap();
+    let seen = json(vec!["status", "slots"]).await;
+    assert_eq!(seen["kind"], "expirable-semaphore");
+    assert_eq!(seen["permits_available"], 0);
+    let leases = seen["leases"].as_array().unwrap();
+    assert_eq!(leases.len(), 2);
+    let of = |id: String| leases.iter().find(|l| l["id"] == id.as_str()).unwrap();
+    assert!(of(leased.ids()[0].to_string())["expires_at_ms"]
+        .as_u64()
+        .is_some());
+    assert!(of(forever.ids()[0].to_string())["expires_at_ms"].is_null());
+
+    let latch = owner.count_down_latch("loaded").unwrap();
+    latch.try_set_count(3).await.unwrap();
+    let seen = json(vec!["status", "loaded", "--kind", "latch"]).await;
+    assert_eq!(seen["kind"], "latch");
+    assert_eq!(seen["count"], 3);
+    let mut cmd = cli(&server.url());
+    cmd.args(["status", "loaded", "--kind", "latch"]);
+    assert!(output(cmd)
+        .await
+        .stdout
+        .contains("count-down latch, count 3"));
+
+    // A kind that does not match the key.
+    let seen = json(vec!["status", "slots", "--kind", "lock"]).await;
+    assert_eq!(seen["kind"], "other");
+}
+
+#[tokio::test]
 async fn force_unlock_removes_and_notifies_but_refuses_other_types() {
     let server = RedisServer::start().await;
     let raw = server.raw().await;
@@ -224,7 +285,7 @@ async fn force_unlock_removes_and_notifies_but_refuses_other_types() {
     assert!(output(cmd)
         .await
         .stdout
-        .contains("not a lock: the key holds a string"));
+        .contains("not a lock, semaphore or latch: the key holds a string"));
     let value: String = raw.get("plain").await.unwrap();
     assert_eq!(value, "keep me");
 }

@@ -8,11 +8,25 @@ use crate::{connect, Cli};
 
 #[derive(clap::Args)]
 pub struct StatusArgs {
-    /// Lock name.
+    /// Object name: the lock's, semaphore's or latch's key.
     name: String,
+    /// What the key is. `auto` reads its Redis type: a hash is a lock, a
+    /// string with a `{NAME}:timeout` sorted set an expirable semaphore, any
+    /// other string a counter (a semaphore's permits or a latch's count).
+    #[arg(long, value_enum, default_value = "auto")]
+    kind: Kind,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Kind {
+    Auto,
+    Lock,
+    Semaphore,
+    ExpirableSemaphore,
+    Latch,
 }
 
 #[derive(clap::Args)]
@@ -24,62 +38,143 @@ pub struct ForceUnlockArgs {
 #[derive(Serialize)]
 struct Status {
     name: String,
-    /// "lock", "absent", or "other".
+    /// "lock", "semaphore", "expirable-semaphore", "latch", "counter" (a
+    /// string that `auto` cannot tell apart), "absent", or "other".
     kind: &'static str,
     /// The Redis type of the key.
     redis_type: String,
     holders: Vec<redisson_lock::Holder>,
     /// Remaining TTL in ms; null when absent or without TTL.
     ttl_ms: Option<u64>,
+    /// Semaphores: permits available now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    permits_available: Option<i64>,
+    /// Expirable semaphores: the leased permits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    leases: Option<Vec<Lease>>,
+    /// Latches and counters: the value of the string.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    count: Option<i64>,
+}
+
+#[derive(Serialize)]
+struct Lease {
+    id: String,
+    /// Wall-clock end of the lease in ms since the epoch; null: never ends.
+    expires_at_ms: Option<u64>,
+}
+
+fn text(e: impl std::fmt::Display) -> String {
+    e.to_string()
 }
 
 pub async fn status(cli: &Cli, args: &StatusArgs) -> Result<u8, String> {
     let client = connect(cli).await?;
-    let lock = client.lock(&args.name).map_err(|e| e.to_string())?;
-    let redis_type: String = client
-        .redis()
-        .r#type(&args.name)
-        .await
-        .map_err(|e| e.to_string())?;
+    let status = read(&client, args).await;
+    client.shutdown().await;
+    let status = status?;
+    if args.json {
+        println!("{}", serde_json::to_string(&status).map_err(text)?);
+        return Ok(0);
+    }
+    print(&status);
+    Ok(0)
+}
+
+async fn read(client: &redisson_lock::RedissonClient, args: &StatusArgs) -> Result<Status, String> {
+    let name = &args.name;
+    let redis = client.redis();
+    let redis_type: String = redis.r#type(name).await.map_err(text)?;
+    let kind = match (args.kind, redis_type.as_str()) {
+        (_, "none") => "absent",
+        (Kind::Auto | Kind::Lock, "hash") => "lock",
+        (Kind::Auto, "string") => {
+            let leases = client
+                .permit_expirable_semaphore(name)
+                .map_err(text)?
+                .leases_key();
+            let leases_type: String = redis.r#type(&leases).await.map_err(text)?;
+            if leases_type == "zset" {
+                "expirable-semaphore"
+            } else {
+                "counter"
+            }
+        }
+        (Kind::Semaphore, "string") => "semaphore",
+        (Kind::ExpirableSemaphore, "string") => "expirable-semaphore",
+        (Kind::Latch, "string") => "latch",
+        _ => "other",
+    };
     let mut status = Status {
-        name: args.name.clone(),
-        kind: match redis_type.as_str() {
-            "none" => "absent",
-            "hash" => "lock",
-            _ => "other",
-        },
+        name: name.clone(),
+        kind,
         redis_type,
         holders: vec![],
         ttl_ms: None,
+        permits_available: None,
+        leases: None,
+        count: None,
     };
-    if status.kind == "lock" {
-        status.holders = lock.holders().await.map_err(|e| e.to_string())?;
-        if let Ttl::Expires(ttl) = lock.remaining_ttl().await.map_err(|e| e.to_string())? {
-            status.ttl_ms = Some(ttl.as_millis() as u64);
+    let ttl: i64 = redis.pttl(name).await.map_err(text)?;
+    status.ttl_ms = u64::try_from(ttl).ok();
+    match kind {
+        "lock" => {
+            let lock = client.lock(name).map_err(text)?;
+            status.holders = lock.holders().await.map_err(text)?;
+            if let Ttl::Expires(ttl) = lock.remaining_ttl().await.map_err(text)? {
+                status.ttl_ms = Some(ttl.as_millis() as u64);
+            }
         }
+        "semaphore" => {
+            let semaphore = client.semaphore(name).map_err(text)?;
+            status.permits_available = Some(semaphore.available_permits().await.map_err(text)?);
+        }
+        "expirable-semaphore" => {
+            let semaphore = client.permit_expirable_semaphore(name).map_err(text)?;
+            status.permits_available = Some(semaphore.available_permits().await.map_err(text)?);
+            let leases = semaphore.leases().await.map_err(text)?;
+            status.leases = Some(
+                leases
+                    .into_iter()
+                    .map(|l| Lease {
+                        id: l.id.to_string(),
+                        expires_at_ms: l.expires.map(|at| {
+                            at.duration_since(std::time::UNIX_EPOCH)
+                                .unwrap_or_default()
+                                .as_millis() as u64
+                        }),
+                    })
+                    .collect(),
+            );
+        }
+        "latch" | "counter" => {
+            let value: Option<String> = redis.get(name).await.map_err(text)?;
+            status.count = value.and_then(|v| v.trim().parse().ok());
+            if status.count.is_none() {
+                status.kind = "other";
+            }
+        }
+        _ => {}
     }
-    client.shutdown().await;
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string(&status).map_err(|e| e.to_string())?
-        );
-        return Ok(0);
-    }
+    Ok(status)
+}
+
+fn print(status: &Status) {
+    let name = &status.name;
+    let ttl = status.ttl_ms.map_or("no TTL".to_string(), |ms| {
+        format!(
+            "expires in {}",
+            humantime::format_duration(std::time::Duration::from_millis(ms))
+        )
+    });
     match status.kind {
-        "absent" => println!("{}: free (no such key)", status.name),
+        "absent" => println!("{name}: free (no such key)"),
         "other" => println!(
-            "{}: not a lock: the key holds a {}",
-            status.name, status.redis_type
+            "{name}: not a lock, semaphore or latch: the key holds a {}",
+            status.redis_type
         ),
-        _ => {
-            let ttl = status.ttl_ms.map_or("no TTL".to_string(), |ms| {
-                format!(
-                    "expires in {}",
-                    humantime::format_duration(std::time::Duration::from_millis(ms))
-                )
-            });
-            println!("{}: held, {ttl}", status.name);
+        "lock" => {
+            println!("{name}: held, {ttl}");
             for h in &status.holders {
                 println!(
                     "  client {} owner {} hold count {}",
@@ -87,8 +182,44 @@ pub async fn status(cli: &Cli, args: &StatusArgs) -> Result<u8, String> {
                 );
             }
         }
+        "semaphore" => println!(
+            "{name}: semaphore, {} permits available, {ttl}",
+            status.permits_available.unwrap_or(0)
+        ),
+        "expirable-semaphore" => {
+            let leases = status.leases.as_deref().unwrap_or_default();
+            println!(
+                "{name}: expirable semaphore, {} permits available, {} leased",
+                status.permits_available.unwrap_or(0),
+                leases.len()
+            );
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_millis() as u64;
+            for lease in leases {
+                match lease.expires_at_ms {
+                    Some(at) => println!(
+                        "  permit {} expires in {}",
+                        lease.id,
+                        humantime::format_duration(std::time::Duration::from_millis(
+                            at.saturating_sub(now)
+                        ))
+                    ),
+                    None => println!("  permit {} never expires", lease.id),
+                }
+            }
+        }
+        "latch" => println!(
+            "{name}: count-down latch, count {}",
+            status.count.unwrap_or(0)
+        ),
+        _ => println!(
+            "{name}: a counter of {} (a semaphore's permits or a latch's count; \
+             say which with --kind), {ttl}",
+            status.count.unwrap_or(0)
+        ),
     }
-    Ok(0)
 }
 
 pub async fn force_unlock(cli: &Cli, args: &ForceUnlockArgs) -> Result<u8, String> {

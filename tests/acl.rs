@@ -355,3 +355,114 @@ async fn a_spin_lock_works_without_any_pub_sub_permission() {
     let err = guard.unlock().await.unwrap_err();
     assert!(err.to_string().contains("NOPERM"), "{err}");
 }
+
+/// The rule of docs/acl.md for semaphores and count-down latches named
+/// `app:*`.
+const SYNC_RULE: &[&str] = &[
+    "on",
+    ">locker-pw",
+    "resetkeys",
+    "~app:*",
+    "~{app:*}:timeout",
+    "~redisson_request_latch:*",
+    "~redisson_sc:*",
+    "~redisson_countdownlatch__channel__*",
+    "resetchannels",
+    "&redisson_sc:*",
+    "&redisson_countdownlatch__channel__*",
+    "-@all",
+    "+evalsha",
+    "+eval",
+    "+get",
+    "+set",
+    "+del",
+    "+exists",
+    "+decr",
+    "+decrby",
+    "+incrby",
+    "+pexpire",
+    "+pttl",
+    "+zadd",
+    "+zcard",
+    "+zrange",
+    "+zrangebyscore",
+    "+zrem",
+    "+zscore",
+    "+publish",
+    "+subscribe",
+    "+unsubscribe",
+    "+ping",
+];
+
+#[tokio::test]
+async fn semaphores_and_latches_run_under_their_acl() {
+    let mut args = vec!["--user", "syncer"];
+    args.extend_from_slice(SYNC_RULE);
+    let server = RedisServer::start_with(&args).await;
+    let mut config = common::config(&server.url(), Duration::from_secs(1));
+    config.username = Some("syncer".into());
+    config.password = Some("locker-pw".into());
+    let a = RedissonClient::connect(config.clone()).await.unwrap();
+    let b = RedissonClient::connect(config).await.unwrap();
+
+    // Semaphore: every operation, and a waiter woken by another client's release.
+    let semaphore = a.semaphore("app:pool").unwrap();
+    assert!(semaphore.try_set_permits(1).await.unwrap());
+    assert!(semaphore
+        .try_set_permits_with_ttl(1, Duration::from_secs(60))
+        .await
+        .is_ok());
+    let held = semaphore.acquire(1).await.unwrap();
+    let s = b.semaphore("app:pool").unwrap();
+    let waiter = tokio::spawn(async move { s.acquire(1).await });
+    await_subscribers(&server, "redisson_sc:{app:pool}", 1).await;
+    held.release().await.unwrap();
+    within("the semaphore waiter", waiter)
+        .await
+        .unwrap()
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+    assert_eq!(semaphore.add_permits(2).await.unwrap(), 3);
+    assert_eq!(semaphore.drain_permits().await.unwrap(), 3);
+    assert!(semaphore.release_if_exists(1).await.unwrap());
+    assert_eq!(semaphore.available_permits().await.unwrap(), 1);
+    assert!(semaphore.delete().await.unwrap());
+
+    // Expirable semaphore.
+    let slots = a.permit_expirable_semaphore("app:slots").unwrap();
+    assert!(slots.try_set_permits(1).await.unwrap());
+    let leased = slots
+        .acquire(1, Some(Duration::from_secs(60)))
+        .await
+        .unwrap();
+    assert_eq!(slots.leases().await.unwrap().len(), 1);
+    assert!(slots.update_lease(leased.ids()[0], None).await.unwrap());
+    let other = b.permit_expirable_semaphore("app:slots").unwrap();
+    let waiter = tokio::spawn(async move { other.acquire(1, None).await });
+    await_subscribers(&server, "redisson_sc:{app:slots}", 1).await;
+    assert_eq!(leased.release().await.unwrap(), 1);
+    let next = within("the expirable waiter", waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(slots.acquired_permits().await.unwrap(), 1);
+    assert_eq!(next.release().await.unwrap(), 1);
+    assert_eq!(slots.add_permits(1).await.unwrap(), 2);
+    slots.set_permits(3).await.unwrap();
+    assert_eq!(slots.available_permits().await.unwrap(), 3);
+    assert!(slots.delete().await.unwrap());
+
+    // Count-down latch.
+    let latch = a.count_down_latch("app:loaded").unwrap();
+    assert!(latch.try_set_count(1).await.unwrap());
+    let l = b.count_down_latch("app:loaded").unwrap();
+    let waiter = tokio::spawn(async move { l.wait().await });
+    await_subscribers(&server, "redisson_countdownlatch__channel__{app:loaded}", 1).await;
+    assert_eq!(latch.count_down().await.unwrap(), 0);
+    within("the latch waiter", waiter).await.unwrap().unwrap();
+    assert!(latch.try_set_count(2).await.unwrap());
+    assert_eq!(latch.count().await.unwrap(), 2);
+    assert!(latch.delete().await.unwrap());
+}

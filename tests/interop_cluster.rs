@@ -287,6 +287,49 @@ async fn semaphores_and_latches_wake_across_sides_on_a_cluster() {
         .unwrap()
         .unwrap();
 
+        // Java and Rust contend for 2 permits: never more than 2 inside.
+        let name = format!("cluster-pool-{version}");
+        let pool = rust.semaphore(&name).unwrap();
+        pool.try_set_permits(2).await.unwrap();
+        let (inside, max) = (format!("inside-{version}"), format!("max-{version}"));
+        let java_run = java
+            .send(&format!("semContend {name} 30 {inside} {max}"))
+            .await;
+        let rust_runs: Vec<_> = (0..2)
+            .map(|_| {
+                let (pool, redis) = (pool.clone(), rust.redis().clone());
+                let (inside, max) = (inside.clone(), max.clone());
+                tokio::spawn(async move {
+                    for _ in 0..20 {
+                        let permit = pool.acquire(1).await.unwrap();
+                        let now: i64 = redis.incr(&inside).await.unwrap();
+                        let _: Value = redis
+                            .eval(
+                                "if tonumber(redis.call('get', KEYS[1]) or '0') < tonumber(ARGV[1]) \
+                                 then redis.call('set', KEYS[1], ARGV[1]) end",
+                                vec![max.clone()],
+                                vec![now],
+                            )
+                            .await
+                            .unwrap();
+                        tokio::task::yield_now().await;
+                        let _: i64 = redis.decr(&inside).await.unwrap();
+                        permit.release().await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        within("Rust contenders", futures::future::try_join_all(rust_runs))
+            .await
+            .unwrap();
+        within("Java contender", java_run).await.unwrap().unwrap();
+        let seen: i64 = rust.redis().get(&max).await.unwrap();
+        assert!(
+            (1..=2).contains(&seen),
+            "{version}: {seen} holders of 2 permits"
+        );
+        assert_eq!(pool.available_permits().await.unwrap(), 2, "{version}");
+
         // Expirable permits: Java's lease ends, Rust gets the permit.
         let name = format!("cluster-pes-{version}");
         let expirable = rust.permit_expirable_semaphore(&name).unwrap();

@@ -51,7 +51,26 @@ async fn a_failover_keeps_synced_locks_and_their_waiters() {
         .await
         .unwrap();
     let lock = waiter.lock("invoices").unwrap();
-    let waiting = tokio::spawn(async move { lock.lock().await });
+    // A waiter woken during the failover (its subscriber reconnected) tries
+    // while no primary answers, and `lock()` fails as Redisson's does; a
+    // caller then waits again. Only transient errors may happen.
+    let waiting = tokio::spawn(async move {
+        loop {
+            match lock.lock().await {
+                Ok(guard) => return Ok::<_, redisson_lock::Error>(guard),
+                Err(
+                    e @ (redisson_lock::Error::Connection(_)
+                    | redisson_lock::Error::Timeout(_)
+                    | redisson_lock::Error::OutcomeUnknown { .. }
+                    | redisson_lock::Error::ReplicasNotSynced { .. }),
+                ) => {
+                    tracing::info!(error = %e, "waiter: transient error during the failover; waiting again");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    });
     let old = sentinel.primary_port().await;
     common::await_subscribers(sentinel.node(old), "redisson_lock__channel:{invoices}", 1).await;
 

@@ -87,7 +87,33 @@ impl RedisServer {
     }
 
     pub async fn start_with(extra: &[&str]) -> Self {
-        Self::start_on(free_port(), None, extra).await
+        Self::start_on_free_port(None, extra).await
+    }
+
+    /// Starts on a free port. Another process may take the port between
+    /// the probe and the server's bind (tests open many connections, each
+    /// on an ephemeral port), so a server that exits before it is ready is
+    /// started again on another port, twice at most.
+    pub async fn start_on_free_port(
+        config_file: Option<std::path::PathBuf>,
+        extra: &[&str],
+    ) -> Self {
+        init_tracing();
+        let mut server = RedisServer {
+            port: free_port(),
+            child: None,
+            dir: topology::Scratch::new("server"),
+            config_file,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        for _ in 0..2 {
+            if server.try_spawn().await {
+                return server;
+            }
+            server.port = free_port();
+        }
+        server.spawn().await;
+        server
     }
 
     /// Starts on `port`, with an optional config file before the flags.
@@ -125,6 +151,16 @@ impl RedisServer {
     }
 
     async fn spawn(&mut self) {
+        if !self.try_spawn().await {
+            panic!(
+                "redis-server exited before it was ready (port {})",
+                self.port
+            );
+        }
+    }
+
+    /// Starts the process; false if it exited before it was ready.
+    async fn try_spawn(&mut self) -> bool {
         let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
         let mut cmd = Command::new(&binary);
         if let Some(file) = &self.config_file {
@@ -155,20 +191,24 @@ impl RedisServer {
             .unwrap_or_else(|e| panic!("cannot start {binary} (install redis-server): {e}"));
         // Ready when the server says so in its log.
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        within("redis-server start", async {
+        let ready = within("redis-server start", async {
             while let Some(line) = lines.next_line().await.unwrap() {
                 // A sentinel never says "Ready"; it is once it monitors its primary.
                 if line.contains("Ready to accept connections") || line.contains("+monitor master")
                 {
-                    return;
+                    return true;
                 }
             }
-            panic!("redis-server exited before it was ready");
+            false
         })
         .await;
+        if !ready {
+            return false;
+        }
         // Keep draining the log so the server never blocks on a full pipe.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         self.child = Some(child);
+        true
     }
 
     pub fn url(&self) -> String {

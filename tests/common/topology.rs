@@ -537,8 +537,7 @@ impl Sentinel {
                 ),
             )
             .unwrap();
-            let port = super::free_port();
-            sentinels.push(RedisServer::start_on(port, Some(file), &["--sentinel"]).await);
+            sentinels.push(RedisServer::start_on_free_port(Some(file), &["--sentinel"]).await);
         }
         let deployment = Sentinel {
             primary,

@@ -248,6 +248,21 @@ async fn status_reads_semaphores_and_latches() {
 }
 
 #[tokio::test]
+async fn rust_log_turns_on_the_cli_logs_on_stderr() {
+    let server = RedisServer::start().await;
+    let mut quiet = cli(&server.url());
+    quiet.args(["status", "x"]);
+    let out = output(quiet).await;
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""));
+    let mut verbose = cli(&server.url());
+    verbose.env("RUST_LOG", "debug").args(["status", "x"]);
+    let out = output(verbose).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stderr.contains("DEBUG"), "{}", out.stderr);
+    assert!(out.stdout.contains("x: free"), "{}", out.stdout);
+}
+
+#[tokio::test]
 async fn force_unlock_removes_and_notifies_but_refuses_other_types() {
     let server = RedisServer::start().await;
     let raw = server.raw().await;

@@ -127,6 +127,13 @@ async fn connect(cli: &Cli) -> Result<RedissonClient, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Logs only when asked for: `RUST_LOG=redisson_lock=debug redisson-lock ...`.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

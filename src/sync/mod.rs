@@ -33,3 +33,37 @@ fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
 }
+
+/// Adds (or with a negative `permits`, takes away) permits through the
+/// object's `add_permits` script, replayable; the new total. Both
+/// semaphores share it; their scripts differ in what they announce.
+async fn add_permits(
+    object: &crate::engine::object::Object,
+    script: &'static crate::engine::script::Script,
+    permits: i32,
+) -> Result<i64> {
+    use crate::engine::kind::ScriptCall;
+    use crate::engine::script as sent;
+    let _busy = object.enter()?;
+    let name = object.name.to_string();
+    let channel = crate::naming::semaphore_channel_name(&name);
+    let publish = object.engine.publish_command;
+    let reply = object
+        .synced_request("add_permits", |latch| ScriptCall {
+            script,
+            keys: vec![name.clone(), channel.clone(), latch.key.clone()],
+            args: vec![
+                i64::from(permits).into(),
+                publish.into(),
+                latch.ttl_ms.into(),
+            ],
+        })
+        .await?;
+    match sent::as_i64(&reply) {
+        Some(total) => Ok(total),
+        None if reply.is_null() => Err(Error::InvalidArgument(format!(
+            "adding {permits} permits to `{name}` would leave the Java int range"
+        ))),
+        None => Err(sent::unexpected("add_permits", &reply)),
+    }
+}

@@ -259,29 +259,7 @@ impl RPermitExpirableSemaphore {
     /// Dropped after sending, the permits may or may not have been added,
     /// never twice.
     pub async fn add_permits(&self, permits: i32) -> Result<i64> {
-        let _busy = self.object.enter()?;
-        let (name, channel) = (self.name().to_string(), self.channel());
-        let publish = self.object.engine.publish_command;
-        let reply = self
-            .object
-            .synced_request("add_permits", |latch| ScriptCall {
-                script: &ADD_PERMITS,
-                keys: vec![name.clone(), channel.clone(), latch.key.clone()],
-                args: vec![
-                    i64::from(permits).into(),
-                    publish.into(),
-                    latch.ttl_ms.into(),
-                ],
-            })
-            .await?;
-        match script::as_i64(&reply) {
-            Some(total) => Ok(total),
-            None if reply.is_null() => Err(Error::InvalidArgument(format!(
-                "adding {permits} permits to `{}` would leave the Java int range",
-                self.name()
-            ))),
-            None => Err(script::unexpected("add_permits", &reply)),
-        }
+        crate::sync::add_permits(&self.object, &ADD_PERMITS, permits).await
     }
 
     /// Returns expired leases to the pool, then counts:

@@ -158,12 +158,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// A JVM Redisson worker, driven through the interop peer's line protocol.
-async fn java_worker(
-    jar: String,
-    url: String,
-    clock: Arc<Clock>,
-) -> Result<(), redisson_lock::Error> {
-    let io = |e: std::io::Error| redisson_lock::Error::Connection(format!("JVM peer: {e}"));
+async fn java_worker(jar: String, url: String, clock: Arc<Clock>) -> std::io::Result<()> {
+    let io = |e: std::io::Error| std::io::Error::new(e.kind(), format!("JVM peer: {e}"));
     let mut child = tokio::process::Command::new("java")
         .args([
             "-XX:-UsePerfData",
@@ -185,7 +181,10 @@ async fn java_worker(
     let mut ready = String::new();
     while !ready.starts_with("READY") {
         ready = lines.next_line().await.map_err(io)?.ok_or_else(|| {
-            redisson_lock::Error::Connection("JVM peer exited before READY".into())
+            std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "JVM peer exited before READY",
+            )
         })?;
     }
     let version = ready.split_whitespace().nth(2).unwrap_or("?").to_string();
@@ -193,7 +192,7 @@ async fn java_worker(
         "java",
         format!("Redisson {version} client started; waiting"),
     );
-    let mut call = async |request: &str| -> Result<String, redisson_lock::Error> {
+    let mut call = async |request: &str| -> std::io::Result<String> {
         stdin
             .write_all(format!("{request}\n").as_bytes())
             .await

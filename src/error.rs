@@ -46,14 +46,29 @@ pub enum Error {
     #[error("no reply from Redis within {0:?}")]
     Timeout(Duration),
     /// The connection to Redis failed or is down.
-    #[error("Redis connection error: {0}")]
-    Connection(String),
+    #[error("Redis connection error: {message}")]
+    Connection {
+        /// What failed.
+        message: String,
+        /// fred's error, when fred reported it.
+        source: Option<fred::error::Error>,
+    },
     /// Redis refused the credentials.
-    #[error("Redis authentication failed: {0}")]
-    Auth(String),
-    /// Redis answered with an error.
-    #[error("Redis error: {0}")]
-    Redis(String),
+    #[error("Redis authentication failed: {message}")]
+    Auth {
+        /// The server's refusal.
+        message: String,
+        /// fred's error, when fred reported it.
+        source: Option<fred::error::Error>,
+    },
+    /// Redis answered with an error, or with a reply the crate did not expect.
+    #[error("Redis error: {message}")]
+    Redis {
+        /// The error reply (`ERR ...`, `WRONGTYPE ...`) or what was unexpected.
+        message: String,
+        /// fred's error, when the reply came through fred.
+        source: Option<fred::error::Error>,
+    },
     /// A script was sent but its reply was lost, and reading the state
     /// afterwards did not succeed either, so whether it ran is unknown. An
     /// acquire in this state expires on its own within one lease.
@@ -90,8 +105,13 @@ pub enum Error {
     Shutdown,
 }
 
+// fred's texts the classification depends on; pinned by the tests below.
 /// fred's error when a command met a redirect it was not allowed to follow.
 const REDIRECTED: &str = "Too many redirections";
+/// fred's error when it had no connection to write a command to.
+const NO_ROUTE: &str = "Failed to route command";
+/// fred's error when a command's only write attempt was lost with its connection.
+const WRITE_ATTEMPTS: &str = "Too many failed write attempts";
 
 /// Shorthand for `Result<T, redisson_lock::Error>`.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -102,29 +122,69 @@ impl Error {
     pub(crate) fn from_redis(err: &fred::error::Error, timeout: Duration) -> Error {
         use fred::error::ErrorKind;
         let details = err.details().to_string();
+        let source = Some(err.clone());
         match err.kind() {
             ErrorKind::Timeout => Error::Timeout(timeout),
-            // A MOVED/ASK refused under `max_redirections = 0`: the node did not
-            // run the command (see `was_redirected`).
-            ErrorKind::Routing if details.starts_with(REDIRECTED) => Error::Connection(details),
-            // Routing: fred found no connection to send it on (the server is down).
+            // A MOVED/ASK refused under `max_redirections = 0` (see
+            // `was_redirected`) and fred finding no connection to send on
+            // (the server is down) are both Routing.
             ErrorKind::IO | ErrorKind::Canceled | ErrorKind::Backpressure | ErrorKind::Routing => {
-                Error::Connection(details)
+                Error::Connection {
+                    message: details,
+                    source,
+                }
             }
-            ErrorKind::Auth => Error::Auth(details),
+            ErrorKind::Auth => Error::Auth {
+                message: details,
+                source,
+            },
             ErrorKind::Url | ErrorKind::Config => Error::Config(details),
             // fred 10 reports "no connection to write to" as Unknown with this
             // text (router/commands.rs); it is a connection failure.
-            _ if details.starts_with("Failed to route command") => Error::Connection(details),
+            _ if details.starts_with(NO_ROUTE) => Error::Connection {
+                message: details,
+                source,
+            },
             // With one attempt allowed, fred gives up on a re-send after a
             // lost connection: the command may have run.
-            _ if details.starts_with("Too many failed write attempts") => {
-                Error::Connection(format!("{details} (connection lost)"))
-            }
-            _ if details.contains("NOAUTH") || details.contains("WRONGPASS") => {
-                Error::Auth(details)
-            }
-            _ => Error::Redis(details),
+            _ if details.starts_with(WRITE_ATTEMPTS) => Error::Connection {
+                message: format!("{details} (connection lost)"),
+                source,
+            },
+            // The server's refusals, which fred passes on as Auth only for
+            // AUTH itself (a HELLO or a command before it carries the text alone).
+            _ if details.contains("NOAUTH") || details.contains("WRONGPASS") => Error::Auth {
+                message: details,
+                source,
+            },
+            _ => Error::Redis {
+                message: details,
+                source,
+            },
+        }
+    }
+
+    /// A connection failure the crate detected itself.
+    pub(crate) fn connection(message: impl Into<String>) -> Error {
+        Error::Connection {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A reply the crate did not expect, or a server error it rewrote.
+    pub(crate) fn redis(message: impl Into<String>) -> Error {
+        Error::Redis {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// The error reply Redis sent, if this is one.
+    pub(crate) fn reply(&self) -> Option<&str> {
+        match self {
+            Error::Redis { message, .. } => Some(message),
+            _ => None,
         }
     }
 
@@ -132,43 +192,91 @@ impl Error {
     /// (`Os { code: 111, kind: ConnectionRefused, message: "..." }`) to its message.
     pub(crate) fn connecting_to(self, address: &str) -> Error {
         match self {
-            Error::Connection(details) => {
+            Error::Connection {
+                message: details,
+                source,
+            } => {
                 if let Some((_, rest)) = details.split_once("InvalidCertificate(") {
                     let reason = rest.split(')').next().unwrap_or(rest);
-                    return Error::Connection(format!(
-                        "cannot connect to {address}: TLS certificate rejected ({reason}); \
-                         is tlsCaFile set to the server's CA?"
-                    ));
+                    return Error::Connection {
+                        message: format!(
+                            "cannot connect to {address}: TLS certificate rejected ({reason}); \
+                             is tlsCaFile set to the server's CA?"
+                        ),
+                        source,
+                    };
                 }
                 let message = details
                     .split_once("message: \"")
                     .and_then(|(_, rest)| rest.split_once('"'))
                     .map_or(details.as_str(), |(msg, _)| msg);
-                Error::Connection(format!("cannot connect to {address}: {message}"))
+                Error::Connection {
+                    message: format!("cannot connect to {address}: {message}"),
+                    source,
+                }
             }
-            Error::Timeout(limit) => Error::Connection(format!(
+            Error::Timeout(limit) => Error::connection(format!(
                 "cannot connect to {address}: no answer within {limit:?}"
             )),
             other => other,
         }
     }
 
-    /// True when a command may or may not have reached Redis: its outcome must
-    /// be resolved by reading the state before anything else is decided.
+    /// True when a command may or may not have reached Redis (no reply
+    /// within the timeout, or the connection failed), or when the crate could
+    /// not settle such an outcome ([`Error::OutcomeUnknown`]). The crate
+    /// itself resolves these by reading the state before deciding anything;
+    /// a caller that retries should do the same, or retry only operations
+    /// that are safe to repeat.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let err = redisson_lock::Error::Timeout(Duration::from_secs(3));
+    /// assert!(err.is_outcome_unknown() && err.is_transient());
+    /// ```
+    pub fn is_outcome_unknown(&self) -> bool {
+        matches!(
+            self,
+            Error::Timeout(_) | Error::Connection { .. } | Error::OutcomeUnknown { .. }
+        )
+    }
+
+    /// True for failures that may pass if the same call is made again later:
+    /// a timeout, a connection failure (Redis restarting, a failover), an
+    /// unsettled outcome, or too few replicas confirming. False for refusals
+    /// that will not change by retrying (bad arguments, wrong key type, not
+    /// held, lost, bad credentials or configuration, shut down).
+    ///
+    /// A `lock()` that fails transiently has not taken the lock (an acquire
+    /// whose outcome stayed unknown expires within one lease), so calling it
+    /// again is safe.
+    ///
+    /// ```
+    /// let err = redisson_lock::Error::InvalidArgument("lock name is empty".into());
+    /// assert!(!err.is_transient());
+    /// ```
+    pub fn is_transient(&self) -> bool {
+        self.is_outcome_unknown() || matches!(self, Error::ReplicasNotSynced { .. })
+    }
+
+    /// [`Error::is_outcome_unknown`] for a reply that never came: the crate's
+    /// own settlement then reads the state (not for `OutcomeUnknown`, which
+    /// already is the result of one).
     pub(crate) fn outcome_unknown(&self) -> bool {
-        matches!(self, Error::Timeout(_) | Error::Connection(_))
+        matches!(self, Error::Timeout(_) | Error::Connection { .. })
     }
 
     /// True when the server answered `MOVED` or `ASK` and fred, allowed no
     /// redirection (scripts are sent that way), gave up: the node refused
     /// the command, so it did not run.
     pub(crate) fn was_redirected(&self) -> bool {
-        matches!(self, Error::Connection(msg) if msg.starts_with(REDIRECTED))
+        matches!(self, Error::Connection { message, .. } if message.starts_with(REDIRECTED))
     }
 
     /// True for a `WRONGTYPE` reply.
     pub(crate) fn is_wrong_type(&self) -> bool {
-        matches!(self, Error::Redis(msg) if msg.contains("WRONGTYPE"))
+        // Redis 6 wraps a script's error (`ERR Error running script ...: WRONGTYPE`).
+        self.reply().is_some_and(|msg| msg.contains("WRONGTYPE"))
     }
 }
 
@@ -195,5 +303,64 @@ mod tests {
             let lost = Error::from_redis(&lost, timeout);
             assert!(lost.outcome_unknown() && !lost.was_redirected(), "{lost:?}");
         }
+    }
+
+    /// The other texts and kinds the classification reads, pinned, and the
+    /// fred error kept as the source.
+    #[test]
+    fn fred_errors_are_classified_and_kept_as_the_source() {
+        use std::error::Error as _;
+        let timeout = Duration::from_secs(1);
+        let cases = [
+            (
+                FredError::new(ErrorKind::Auth, "WRONGPASS invalid username-password pair"),
+                "auth",
+            ),
+            (
+                FredError::new(ErrorKind::Unknown, "NOAUTH Authentication required."),
+                "auth",
+            ),
+            (
+                FredError::new(ErrorKind::Unknown, "WRONGTYPE Operation against a key"),
+                "wrongtype",
+            ),
+            (
+                FredError::new(
+                    ErrorKind::Unknown,
+                    "ERR Error running script (call to f_1): @user_script:1: WRONGTYPE Operation",
+                ),
+                "wrongtype",
+            ),
+            (
+                FredError::new(ErrorKind::Unknown, "NOSCRIPT No matching script."),
+                "reply",
+            ),
+            (
+                FredError::new(ErrorKind::IO, "Connection reset by peer"),
+                "connection",
+            ),
+            (
+                FredError::new(ErrorKind::Canceled, "Canceled."),
+                "connection",
+            ),
+        ];
+        for (fred, expected) in cases {
+            let err = Error::from_redis(&fred, timeout);
+            let kept = err.source().and_then(|s| s.downcast_ref::<FredError>());
+            assert_eq!(kept, Some(&fred), "{err:?}");
+            let got = match &err {
+                Error::Auth { .. } => "auth",
+                Error::Redis { .. } if err.is_wrong_type() => "wrongtype",
+                Error::Redis { .. } => "reply",
+                Error::Connection { .. } => "connection",
+                _ => "other",
+            };
+            assert_eq!(got, expected, "{err:?}");
+            assert_eq!(err.is_transient(), expected == "connection", "{err:?}");
+        }
+        let timed_out = Error::from_redis(&FredError::new(ErrorKind::Timeout, "t"), timeout);
+        assert!(matches!(timed_out, Error::Timeout(t) if t == timeout));
+        assert!(timed_out.is_outcome_unknown() && timed_out.is_transient());
+        assert!(Error::redis("x").source().is_none());
     }
 }

@@ -64,11 +64,30 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The wire contract (keys, scripts, messages) is described in
-//! `docs/design.md` together with the path of one `lock().await`;
-//! `docs/topologies.md` covers Cluster, Sentinel, TLS and replica sync.
+//! ## Cargo features
+//!
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | `rustls-ring` | yes | TLS (`rediss://`) through rustls with the ring provider |
+//! | `rustls-aws-lc` | | TLS through rustls with aws-lc-rs |
+//! | `native-tls` | | TLS through native-tls (OpenSSL on Linux); wins when both kinds are on, as in fred |
+//! | `redisson-config` | | `Config::from_redisson_yaml` and `Config::from_redisson_json`: the config file of a Java service |
+//! | `metrics` | | acquire, wait, hold, renewal and loss figures through the [`metrics`](https://docs.rs/metrics) facade |
+//! | `fred-metrics`, `fred-tracing` | | fred's own latency metrics and per-command spans |
+//!
+//! Without a TLS feature a `rediss://` address is refused rather than
+//! connected in plain text.
+//!
+//! ## Further reading
+//!
+//! The wire contract (keys, scripts, messages, version differences) is in
+//! the repository's `docs/protocol.md`; `docs/design.md` follows one
+//! `lock().await` through the layers; `docs/topologies.md` covers Cluster,
+//! Sentinel, TLS and replica sync; `docs/interop.md` lists where behaviour
+//! differs from Redisson's on purpose.
 
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod client;
 mod config;
@@ -85,7 +104,9 @@ mod sync;
 struct ReadmeDoctests;
 
 pub use client::RedissonClient;
-pub use config::{BackOff, Config, Delays, RedissonFile, ReplicaQuorum, ShardedSubscriptionMode};
+#[cfg(feature = "redisson-config")]
+pub use config::RedissonFile;
+pub use config::{BackOff, Config, Delays, ReplicaQuorum, ShardedSubscriptionMode};
 pub use engine::lease::{LostSignal, MAX_LEASE};
 pub use engine::watchdog::WatchdogStats;
 pub use error::{Error, Result};

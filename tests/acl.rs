@@ -287,7 +287,7 @@ async fn a_refused_subscription_is_an_error_not_a_silent_wait() {
         // Either the refusal itself, or (when fred dropped the error reply)
         // the PING that finds the connection unsubscribed.
         match outcome {
-            Err(Error::Redis(msg)) => assert!(
+            Err(Error::Redis { message: msg, .. }) => assert!(
                 msg.contains("NOPERM") || msg.contains("did not take effect"),
                 "{user}: {msg}"
             ),

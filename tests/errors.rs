@@ -153,7 +153,7 @@ async fn bad_credentials_and_bad_urls_are_typed_errors() {
     let server = RedisServer::start_with(&["--requirepass", "s3cret"]).await;
     let wrong = format!("redis://:nope@127.0.0.1:{}", server.port);
     let err = RedissonClient::from_url(&wrong).await.unwrap_err();
-    assert!(matches!(err, Error::Auth(_)), "{err:?}");
+    assert!(matches!(err, Error::Auth { .. }), "{err:?}");
     let right = format!("redis://:s3cret@127.0.0.1:{}", server.port);
     let client = RedissonClient::connect(config(&right, Duration::from_secs(5)))
         .await
@@ -228,11 +228,14 @@ async fn passwords_never_appear_in_errors_or_debug_output() {
     let mut apart = config(&server.url(), Duration::from_secs(30));
     apart.password = Some(SECRET.into());
     seen.push(format!("{apart:?}"));
-    let err = Config::from_redisson_yaml(&format!(
-        "singleServerConfig: {{address: 'redis://u:{SECRET}@h:1', password: 7}}"
-    ))
-    .unwrap_err();
-    seen.push(format!("{err} {err:?}"));
+    #[cfg(feature = "redisson-config")]
+    {
+        let err = Config::from_redisson_yaml(&format!(
+            "singleServerConfig: {{address: 'redis://u:{SECRET}@h:1', password: 7}}"
+        ))
+        .unwrap_err();
+        seen.push(format!("{err} {err:?}"));
+    }
 
     for text in &seen {
         assert!(!text.contains(SECRET), "password printed: {text}");

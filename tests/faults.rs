@@ -119,7 +119,7 @@ async fn an_unreachable_redis_is_an_error_not_a_hang() {
     .await
     .unwrap_err();
     assert!(
-        matches!(err, Error::Connection(_) | Error::Timeout(_)),
+        matches!(err, Error::Connection { .. } | Error::Timeout(_)),
         "{err:?}"
     );
 
@@ -134,7 +134,7 @@ async fn an_unreachable_redis_is_an_error_not_a_hang() {
     assert!(
         matches!(
             err,
-            Error::Connection(_) | Error::Timeout(_) | Error::OutcomeUnknown { .. }
+            Error::Connection { .. } | Error::Timeout(_) | Error::OutcomeUnknown { .. }
         ),
         "{err:?}"
     );
@@ -142,7 +142,7 @@ async fn an_unreachable_redis_is_an_error_not_a_hang() {
         .await
         .unwrap_err();
     assert!(
-        matches!(err, Error::Connection(_) | Error::Timeout(_)),
+        matches!(err, Error::Connection { .. } | Error::Timeout(_)),
         "{err:?}"
     );
 }
@@ -249,7 +249,7 @@ async fn an_acquire_lost_with_its_connection_is_not_sent_again() {
     proxy.drop_next_request();
     let outcome = lock.try_lock().await;
     assert!(
-        matches!(outcome, Err(Error::Connection(_) | Error::Timeout(_))),
+        matches!(outcome, Err(Error::Connection { .. } | Error::Timeout(_))),
         "{outcome:?}"
     );
     assert_eq!(command_calls(&raw, "evalsha").await, scripts, "re-sent");

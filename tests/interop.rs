@@ -96,13 +96,16 @@ async fn each_side_reads_the_others_holds() {
         java.ok("lock seen 5 -1").await;
         assert!(lock.is_locked().await.unwrap());
         assert!(!lock.is_held().await.unwrap());
+        let holders: Vec<(String, String, i64)> = lock
+            .holders()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|h: Holder| (h.client_id, h.owner, h.hold_count))
+            .collect();
         assert_eq!(
-            lock.holders().await.unwrap(),
-            vec![Holder {
-                client_id: java.client_id.clone(),
-                owner: "5".into(),
-                hold_count: 2
-            }],
+            holders,
+            vec![(java.client_id.clone(), "5".to_string(), 2)],
             "{version}"
         );
         assert!(

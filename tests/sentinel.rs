@@ -59,7 +59,7 @@ async fn a_failover_keeps_synced_locks_and_their_waiters() {
             match lock.lock().await {
                 Ok(guard) => return Ok::<_, redisson_lock::Error>(guard),
                 Err(
-                    e @ (redisson_lock::Error::Connection(_)
+                    e @ (redisson_lock::Error::Connection { .. }
                     | redisson_lock::Error::Timeout(_)
                     | redisson_lock::Error::OutcomeUnknown { .. }
                     | redisson_lock::Error::ReplicasNotSynced { .. }),

@@ -2,12 +2,15 @@
 //! a JVM Redisson config file; TLS roots.
 
 mod backoff;
+#[cfg(feature = "redisson-config")]
 mod redisson_file;
 pub(crate) mod tls;
 
 pub use backoff::{BackOff, Delays};
+#[cfg(feature = "redisson-config")]
 pub use redisson_file::RedissonFile;
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -72,8 +75,13 @@ impl ReplicaQuorum {
 /// assert_eq!(config.lock_watchdog_timeout, Duration::from_secs(10));
 /// assert_eq!(config.lock_watchdog_batch_size, 100);
 /// ```
+///
+/// Build one with [`Config::from_url`] (or `Default`) and set fields; new
+/// settings may be added in minor releases. Unknown keys in a serialized
+/// config are an error, so a misspelt setting is not silently ignored.
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, rename_all = "camelCase")]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+#[non_exhaustive]
 pub struct Config {
     /// Server URL: `redis://[user:pass@]host:port[/db]`, `rediss://...`, or
     /// fred's cluster / sentinel URL forms.
@@ -88,7 +96,7 @@ pub struct Config {
     /// PEM file of the CA certificates to trust for a `rediss://` address
     /// (any of its forms), instead of the system's roots. Not a Redisson
     /// setting (Redisson takes a Java truststore, `sslTruststore`).
-    pub tls_ca_file: Option<String>,
+    pub tls_ca_file: Option<PathBuf>,
     /// Lease of locks taken without an explicit lease; the watchdog renews
     /// them every third of it. Redisson default: 30 s.
     #[serde(with = "millis")]
@@ -258,15 +266,7 @@ impl Config {
         if self.database.is_some() {
             fred.database = self.database;
         }
-        if let Some(ca) = &self.tls_ca_file {
-            let Some(tls) = fred.tls.as_mut() else {
-                return Err(Error::Config(format!(
-                    "tlsCaFile is set but {} is not a TLS address (rediss://...)",
-                    crate::naming::redact_url(&self.address)
-                )));
-            };
-            tls.connector = crate::config::tls::connector_trusting(ca)?;
-        }
+        tls::apply(&mut fred, &self.address, self.tls_ca_file.as_deref())?;
         Ok(fred)
     }
 

@@ -10,8 +10,9 @@ use serde_yaml_ng::Value;
 use crate::config::{Config, ShardedSubscriptionMode};
 use crate::error::{Error, Result};
 
-/// A Redisson config file read into a [`Config`].
+/// A Redisson config file read into a [`Config`] (feature `redisson-config`).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct RedissonFile {
     /// The settings this crate uses.
     pub config: Config,

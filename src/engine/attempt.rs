@@ -264,7 +264,7 @@ async fn resolve_acquire(
         return Ok(Resolved::Taken(token));
     }
     if count != ours {
-        return Err(unknown(Error::Redis(format!(
+        return Err(unknown(Error::redis(format!(
             "hold count on Redis is {count}, expected {ours} or {}",
             ours + 1
         ))));

@@ -171,7 +171,7 @@ async fn supports_sharded_pubsub(redis: &Client, timeout: Duration) -> Result<bo
         .map_err(|e| Error::from_redis(&e, timeout))
     {
         Ok(_) => Ok(true),
-        Err(Error::Redis(_)) => Ok(false),
+        Err(Error::Redis { .. }) => Ok(false),
         Err(e) => Err(e),
     }
 }
@@ -190,12 +190,12 @@ async fn rejects_cross_slot_scripts(redis: &Client, timeout: Duration) -> Result
         .map_err(|e| Error::from_redis(&e, timeout))
     {
         Ok(_) => Ok(false),
-        Err(Error::Redis(msg)) if msg.starts_with("CROSSSLOT") => {
+        Err(Error::Redis { message: msg, .. }) if msg.starts_with("CROSSSLOT") => {
             tracing::info!("the server refuses cross-slot scripts (a cluster behind a proxy?); grouping multi-key commands by slot");
             Ok(true)
         }
         // Any other refusal (an ACL, say) tells nothing: assume a plain server.
-        Err(Error::Redis(msg)) => {
+        Err(Error::Redis { message: msg, .. }) => {
             tracing::debug!(reply = %msg, "cross-slot probe refused");
             Ok(false)
         }

@@ -353,7 +353,7 @@ impl Subscriber {
         };
         match pong.map_err(redis)? {
             Value::Array(_) => Ok(()),
-            other => Err(Error::Redis(format!(
+            other => Err(Error::redis(format!(
                 "SUBSCRIBE did not take effect (the connection is not subscribed; PING said \
                  {other:?}); is the user allowed to subscribe?"
             ))),

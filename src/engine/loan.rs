@@ -89,7 +89,7 @@ impl Loan {
         let giving = self.give_back_task();
         match tokio::spawn(giving).await {
             Ok(outcome) => outcome,
-            Err(e) => Err(Error::Redis(format!("giving back permits failed: {e}"))),
+            Err(e) => Err(Error::redis(format!("giving back permits failed: {e}"))),
         }
     }
 
@@ -151,6 +151,6 @@ pub(crate) async fn detached<T: Send + 'static>(
     });
     match task.await {
         Ok(output) => output,
-        Err(e) => Err(Error::Redis(format!("an acquire attempt failed: {e}"))),
+        Err(e) => Err(Error::redis(format!("an acquire attempt failed: {e}"))),
     }
 }

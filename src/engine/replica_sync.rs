@@ -188,8 +188,8 @@ impl ReplicaSync {
                 // was sent so far.
                 if refreshed {
                     // Nothing was sent: a definite failure, not an unknown one.
-                    return Err(Error::Redis(
-                        "still connected to a replica after a failover; retry later".into(),
+                    return Err(Error::redis(
+                        "still connected to a replica after a failover; retry later",
                     ));
                 }
                 refreshed = true;

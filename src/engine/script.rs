@@ -51,7 +51,7 @@ impl Script {
         let slot = fred::util::redis_keyslot(keys[0].as_bytes());
         match send(redis, timeout, "EVALSHA", argv.clone(), slot).await {
             // NOSCRIPT means the script did not run: sending its text is safe.
-            Err(Error::Redis(msg)) if msg.starts_with("NOSCRIPT") => {
+            Err(Error::Redis { message: msg, .. }) if msg.starts_with("NOSCRIPT") => {
                 argv[0] = self.text.into();
                 send(redis, timeout, "EVAL", argv, slot).await
             }
@@ -81,7 +81,7 @@ impl Script {
             send_then_wait(redis, limit, "EVALSHA", argv.clone(), slot, replicas, wait).await;
         let (reply, acked) = match first {
             // NOSCRIPT means the script did not run: sending its text is safe.
-            Err(Error::Redis(msg)) if msg.starts_with("NOSCRIPT") => {
+            Err(Error::Redis { message: msg, .. }) if msg.starts_with("NOSCRIPT") => {
                 argv[0] = self.text.into();
                 send_then_wait(redis, limit, "EVAL", argv, slot, replicas, wait).await?
             }
@@ -136,11 +136,7 @@ async fn send_then_wait(
             Some(0)
         }
         // The pipeline failed as a whole: only one (error) result.
-        None => {
-            return Err(Error::Connection(
-                "pipeline ended without a WAIT reply".into(),
-            ))
-        }
+        None => return Err(Error::connection("pipeline ended without a WAIT reply")),
     };
     Ok((reply, acked))
 }
@@ -194,5 +190,5 @@ pub(crate) fn as_i64(value: &Value) -> Option<i64> {
 
 /// An unexpected reply shape, as an error.
 pub(crate) fn unexpected(what: &str, value: &Value) -> Error {
-    Error::Redis(format!("unexpected reply to {what}: {value:?}"))
+    Error::redis(format!("unexpected reply to {what}: {value:?}"))
 }

@@ -20,6 +20,7 @@ use crate::engine::Engine;
 
 /// Counters of a client's watchdog, for metrics and tests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WatchdogStats {
     /// Renewal cycles completed.
     pub cycles: u64,

@@ -30,6 +30,7 @@ pub enum Unlocked {
 /// One holder of a lock, decoded from its hash field `<client-id>:<owner-id>`.
 /// Holders of JVM Redisson clients decode the same way (owner = thread id).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
 pub struct Holder {
     /// Id of the client (Rust or JVM) that holds the lock.
     pub client_id: String,

@@ -111,6 +111,7 @@ impl FromStr for PermitId {
 
 /// A leased permit as the lease set records it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
 pub struct PermitLease {
     /// The permit's id.
     #[serde(serialize_with = "as_text")]

@@ -444,7 +444,7 @@ pub(crate) fn parse_count(name: &str, value: Option<String>) -> Result<i64> {
         None => Ok(0),
         Some(text) => text
             .parse()
-            .map_err(|_| Error::Redis(format!("`{name}` holds `{text}`, not a number of permits"))),
+            .map_err(|_| Error::redis(format!("`{name}` holds `{text}`, not a number of permits"))),
     }
 }
 

@@ -1,5 +1,6 @@
 //! The `redisson-lock` binary against a real redis-server.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::process::Stdio;

@@ -44,7 +44,7 @@ struct Cli {
     redisson_config: Option<std::path::PathBuf>,
     /// PEM file of the CA certificates to trust for a rediss:// server.
     #[arg(long, value_name = "FILE", global = true)]
-    tls_ca_file: Option<String>,
+    tls_ca_file: Option<std::path::PathBuf>,
     /// Lease of watchdog-renewed locks; use the JVM fleet's lockWatchdogTimeout.
     #[arg(long, value_parser = parse_duration, default_value = "30s", global = true)]
     watchdog_timeout: Duration,

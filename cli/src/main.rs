@@ -21,7 +21,17 @@ pub const EXIT_LOST: u8 = 76;
     version,
     about = "Inspect and use Redisson-compatible Redis locks",
     after_help = "The password comes from the URL, REDIS_PASSWORD or --password-file \
-                  (the latter two keep it out of `ps`); it is never printed."
+                  (the latter two keep it out of `ps`); it is never printed.",
+    after_long_help = "The password comes from the URL, REDIS_PASSWORD or --password-file \
+                  (the latter two keep it out of `ps`); it is never printed.
+
+Examples:
+  redisson-lock run nightly-report -- ./report.sh        wait for the lock, run, release
+  redisson-lock run --wait 0s nightly-report -- ./x.sh   skip (exit 75) if someone holds it
+  redisson-lock status orders:42 --json                  who holds it, for how long
+  redisson-lock status orders:42 --exit-code             exit 0 free, 1 held (for scripts)
+  redisson-lock watch orders:42                          print unlock messages as they come
+  redisson-lock completions bash > /etc/bash_completion.d/redisson-lock"
 )]
 struct Cli {
     /// Redis URL: redis://[user@]host:port[/db] (rediss:// for TLS), a
@@ -48,6 +58,10 @@ struct Cli {
     /// Lease of watchdog-renewed locks; use the JVM fleet's lockWatchdogTimeout.
     #[arg(long, value_parser = parse_duration, default_value = "30s", global = true)]
     watchdog_timeout: Duration,
+    /// Log this tool's and fred's events to stderr: -v info, -vv debug, -vvv
+    /// trace (RUST_LOG, when set, wins).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -62,6 +76,11 @@ enum Command {
     ForceUnlock(status::ForceUnlockArgs),
     /// Print every message on a lock's channel as it arrives.
     Watch(watch::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
 }
 
 /// Parses a wait such as `0s` (one attempt), `3s`, `250ms`.
@@ -127,11 +146,25 @@ async fn connect(cli: &Cli) -> Result<RedissonClient, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // Logs only when asked for: `RUST_LOG=redisson_lock=debug redisson-lock ...`.
-    if std::env::var_os("RUST_LOG").is_some() {
+    if let Command::Completions { shell } = cli.command {
+        use clap::CommandFactory;
+        let mut command = Cli::command();
+        clap_complete::generate(shell, &mut command, "redisson-lock", &mut std::io::stdout());
+        return ExitCode::SUCCESS;
+    }
+    // Logs only when asked for: `-v`, or `RUST_LOG=redisson_lock=debug`.
+    let filter = match (std::env::var("RUST_LOG"), cli.verbose) {
+        (Ok(filter), _) => Some(filter),
+        (_, 0) => None,
+        (_, 1) => Some("redisson_lock=info,fred=info".to_string()),
+        (_, 2) => Some("redisson_lock=debug,fred=debug".to_string()),
+        _ => Some("redisson_lock=trace,fred=trace".to_string()),
+    };
+    if let Some(filter) = filter {
         tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
             .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .init();
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -150,13 +183,18 @@ fn main() -> ExitCode {
             Command::Status(args) => status::status(&cli, args).await,
             Command::ForceUnlock(args) => status::force_unlock(&cli, args).await,
             Command::Watch(args) => watch::watch(&cli, args).await,
+            Command::Completions { .. } => unreachable!("handled before the runtime starts"),
         }
     });
     match outcome {
         Ok(code) => ExitCode::from(code),
         Err(message) => {
             eprintln!("redisson-lock: {message}");
-            ExitCode::FAILURE
+            // `status --exit-code` keeps 1 for "held"; trouble is 2, as in grep.
+            match &cli.command {
+                Command::Status(args) if args.exit_code => ExitCode::from(2),
+                _ => ExitCode::FAILURE,
+            }
         }
     }
 }

@@ -17,10 +17,14 @@ use crate::{connect, parse_duration, parse_wait, Cli, EXIT_LOST, EXIT_NOT_ACQUIR
 pub struct Args {
     /// Lock name.
     name: String,
-    /// Give up (exit 75) if the lock is not acquired within this long (0s: one
-    /// attempt). Default: wait as long as it takes.
+    /// Give up (exit 75, or --conflict-exit-code) if the lock is not acquired
+    /// within this long (0s: one attempt). Default: wait as long as it takes.
     #[arg(long, value_parser = parse_wait)]
     wait: Option<Duration>,
+    /// Exit status when the lock is not acquired within --wait (as flock's
+    /// --conflict-exit-code).
+    #[arg(long, value_name = "CODE", default_value_t = EXIT_NOT_ACQUIRED)]
+    conflict_exit_code: u8,
     /// Hold for this lease instead of renewing with the watchdog (the lock then expires after it).
     #[arg(long, value_parser = parse_duration)]
     lease: Option<Duration>,
@@ -108,7 +112,7 @@ pub async fn run(cli: &Cli, args: &Args) -> Result<u8, String> {
                 args.name,
                 humantime::format_duration(args.wait.unwrap_or_default())
             );
-            Ok(EXIT_NOT_ACQUIRED)
+            Ok(args.conflict_exit_code)
         }
         Err(Error::LockLost { .. }) => {
             eprintln!(

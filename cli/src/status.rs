@@ -1,7 +1,7 @@
 //! `status` and `force-unlock`.
 
 use fred::interfaces::KeysInterface;
-use redisson_lock::{Error, Ttl};
+use redisson_lock::Ttl;
 use serde::Serialize;
 
 use crate::{connect, Cli};
@@ -18,6 +18,11 @@ pub struct StatusArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// Exit 1 when taking the object now would wait (a lock with a holder, a
+    /// semaphore without a free permit, a latch not yet at zero), 0
+    /// otherwise, 2 on an error.
+    #[arg(long)]
+    pub exit_code: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -33,6 +38,9 @@ enum Kind {
 pub struct ForceUnlockArgs {
     /// Lock name.
     name: String,
+    /// Print JSON (`{"name": ..., "removed": true}`) instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Serialize)]
@@ -75,10 +83,26 @@ pub async fn status(cli: &Cli, args: &StatusArgs) -> Result<u8, String> {
     let status = status?;
     if args.json {
         println!("{}", serde_json::to_string(&status).map_err(text)?);
-        return Ok(0);
+    } else {
+        print(&status);
     }
-    print(&status);
-    Ok(0)
+    Ok(if args.exit_code && status.would_wait() {
+        1
+    } else {
+        0
+    })
+}
+
+impl Status {
+    /// Whether taking the object now would wait.
+    fn would_wait(&self) -> bool {
+        match self.kind {
+            "lock" => !self.holders.is_empty(),
+            "semaphore" | "expirable-semaphore" => self.permits_available.unwrap_or(0) <= 0,
+            "latch" => self.count.unwrap_or(0) > 0,
+            _ => false,
+        }
+    }
 }
 
 async fn read(client: &redisson_lock::RedissonClient, args: &StatusArgs) -> Result<Status, String> {
@@ -227,11 +251,14 @@ pub async fn force_unlock(cli: &Cli, args: &ForceUnlockArgs) -> Result<u8, Strin
     let lock = client.lock(&args.name).map_err(|e| e.to_string())?;
     let outcome = lock.force_unlock().await;
     client.shutdown().await;
-    match outcome {
-        Ok(true) => println!("{}: lock removed; waiters notified", args.name),
-        Ok(false) => println!("{}: no lock to remove", args.name),
-        Err(e @ Error::WrongType { .. }) => return Err(e.to_string()),
-        Err(e) => return Err(e.to_string()),
+    let removed = outcome.map_err(|e| e.to_string())?;
+    if args.json {
+        let report = serde_json::json!({ "name": args.name, "removed": removed });
+        println!("{report}");
+    } else if removed {
+        println!("{}: lock removed; waiters notified", args.name);
+    } else {
+        println!("{}: no lock to remove", args.name);
     }
     Ok(0)
 }

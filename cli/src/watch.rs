@@ -13,6 +13,9 @@ use crate::{connect, settings, Cli};
 pub struct Args {
     /// Lock name.
     name: String,
+    /// Print one JSON object per message (`time`, `channel`, `message`, `meaning`).
+    #[arg(long)]
+    json: bool,
 }
 
 pub async fn watch(cli: &Cli, args: &Args) -> Result<u8, String> {
@@ -52,11 +55,18 @@ pub async fn watch(cli: &Cli, args: &Args) -> Result<u8, String> {
                         "1" => "wake all waiters",
                         _ => "unknown message",
                     };
-                    println!(
-                        "{} {} {payload} ({meaning})",
-                        humantime::format_rfc3339_millis(SystemTime::now()),
-                        m.channel
-                    );
+                    let time = humantime::format_rfc3339_millis(SystemTime::now());
+                    if args.json {
+                        let line = serde_json::json!({
+                            "time": time.to_string(),
+                            "channel": m.channel.to_string(),
+                            "message": payload,
+                            "meaning": meaning,
+                        });
+                        println!("{line}");
+                    } else {
+                        println!("{time} {} {payload} ({meaning})", m.channel);
+                    }
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
                     eprintln!("redisson-lock: {n} messages dropped (too slow)");

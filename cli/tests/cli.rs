@@ -498,3 +498,99 @@ async fn the_password_stays_out_of_help_errors_and_the_command_line() {
     let out = output(cmd).await;
     assert_eq!(out.code, 1, "{}", out.stdout);
 }
+
+#[tokio::test]
+async fn scripting_flags_exit_codes_json_completions_and_verbose() {
+    let server = RedisServer::start().await;
+    let holder = client(&server, Duration::from_secs(30)).await;
+    let status = |name: &str| {
+        let mut cmd = cli(&server.url());
+        cmd.args(["status", name, "--exit-code"]);
+        cmd
+    };
+    // Free: 0; held: 1; trouble: 2 (not to be read as "held").
+    assert_eq!(output(status("scripted")).await.code, 0);
+    let guard = holder.lock("scripted").unwrap().lock().await.unwrap();
+    let out = output(status("scripted")).await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stdout.contains("scripted: held"), "{}", out.stdout);
+    let mut down = cli("redis://127.0.0.1:1");
+    down.args(["status", "scripted", "--exit-code"]);
+    assert_eq!(output(down).await.code, 2);
+    // A latch not yet at zero would make a waiter wait.
+    let latch = holder.count_down_latch("gate").unwrap();
+    assert!(latch.try_set_count(2).await.unwrap());
+    let mut cmd = cli(&server.url());
+    cmd.args(["status", "gate", "--kind", "latch", "--exit-code"]);
+    assert_eq!(output(cmd).await.code, 1);
+
+    // flock's --conflict-exit-code.
+    let mut cmd = cli(&server.url());
+    cmd.args([
+        "run",
+        "scripted",
+        "--wait",
+        "0s",
+        "--conflict-exit-code",
+        "3",
+        "--",
+        "true",
+    ]);
+    assert_eq!(output(cmd).await.code, 3);
+
+    // force-unlock --json.
+    let mut cmd = cli(&server.url());
+    cmd.args(["force-unlock", "scripted", "--json"]);
+    let out = output(cmd).await;
+    let report: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(
+        report,
+        serde_json::json!({"name": "scripted", "removed": true})
+    );
+    drop(guard);
+
+    // Completions name the subcommands.
+    let mut cmd = cli(&server.url());
+    cmd.args(["completions", "bash"]);
+    let out = output(cmd).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("force-unlock") && out.stdout.contains("--conflict-exit-code"));
+
+    // -vv logs the crate's debug output; the examples are in --help.
+    let mut cmd = cli(&server.url());
+    cmd.args(["-vv", "status", "scripted"]);
+    let out = output(cmd).await;
+    assert!(out.stderr.contains("DEBUG"), "{}", out.stderr);
+    let mut cmd = cli(&server.url());
+    cmd.arg("--help");
+    assert!(output(cmd)
+        .await
+        .stdout
+        .contains("--exit-code             exit 0 free, 1 held"));
+}
+
+#[tokio::test]
+async fn watch_json_prints_one_object_per_message() {
+    let server = RedisServer::start().await;
+    let holder = client(&server, Duration::from_secs(30)).await;
+    let mut cmd = cli(&server.url());
+    cmd.args(["watch", "watched-json", "--json"]);
+    let mut child = cmd.spawn().unwrap();
+    await_subscribers(&server, "redisson_lock__channel:{watched-json}", 1).await;
+    let lock = holder.lock("watched-json").unwrap();
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = within("message printed", stdout.next_line())
+        .await
+        .unwrap()
+        .unwrap();
+    let message: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(message["channel"], "redisson_lock__channel:{watched-json}");
+    assert_eq!(message["message"], "0");
+    assert!(message["time"].as_str().unwrap().ends_with('Z'), "{line}");
+    unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGINT) };
+    assert_eq!(
+        within("watch exits", child.wait()).await.unwrap().code(),
+        Some(0)
+    );
+}

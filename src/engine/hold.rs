@@ -13,6 +13,7 @@ use tokio::time::Instant;
 
 use crate::engine::kind::LockKind;
 use crate::engine::lease::LeaseState;
+use crate::engine::telemetry;
 use crate::OwnerId;
 
 /// One owner's holds on one lock, as seen by this client. Kept small: the
@@ -62,6 +63,9 @@ impl Hold {
     pub(crate) fn on_acquired(&self, sent_at: Instant, lease: Duration, watchdog: bool) {
         let mut s = self.state.lock();
         s.count += 1;
+        if s.count == 1 {
+            telemetry::held(self.kind, true);
+        }
         if watchdog {
             s.watchdog_holds += 1;
         } else {
@@ -82,6 +86,9 @@ impl Hold {
     /// Forgets one hold; returns how many are left.
     pub(crate) fn on_released(&self, watchdog: bool) -> u32 {
         let mut s = self.state.lock();
+        if s.count == 1 {
+            telemetry::held(self.kind, false);
+        }
         s.count = s.count.saturating_sub(1);
         if watchdog {
             s.watchdog_holds = s.watchdog_holds.saturating_sub(1);

@@ -19,6 +19,7 @@
 //! | `hold`, `lease` | what this client holds, lease deadlines, the lost signal |
 //! | `script`, `replica_sync` | sending a script once, and waiting for replicas |
 //! | `unlock_latch` | batched deletion of settled unlock latches |
+//! | `telemetry` | tracing spans and `metrics` figures, named in one place |
 //! | `lifecycle`, `reentry`, `connection` | shutdown, scoped re-entry, building the connections |
 
 pub(crate) mod attempt;
@@ -37,6 +38,7 @@ pub(crate) mod replica_sync;
 pub(crate) mod request;
 pub(crate) mod script;
 pub(crate) mod settle;
+pub(crate) mod telemetry;
 pub(crate) mod unlock_latch;
 pub(crate) mod wait;
 pub(crate) mod watchdog;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::engine::hold::Hold;
 use crate::engine::kind::Patience;
@@ -15,6 +16,7 @@ use crate::engine::replica_sync::Synced;
 use crate::engine::request::{Request, Target};
 use crate::engine::script;
 use crate::engine::settle::{give_back_untracked, FinishOnDrop, Slot, Unfinished};
+use crate::engine::telemetry;
 use crate::error::{Error, Result};
 use crate::lock::Unlocked;
 use crate::naming;
@@ -72,6 +74,29 @@ pub(crate) async fn release_locked(
     watchdog: bool,
     request: &Request,
 ) -> (Result<Unlocked>, Slot) {
+    let span = telemetry::release_span(hold);
+    let (outcome, slot) = release_traced(lock, hold, watchdog, request)
+        .instrument(span.clone())
+        .await;
+    telemetry::released(
+        &span,
+        match &outcome {
+            Ok(Unlocked::Released) => "released",
+            Ok(Unlocked::StillHeld) => "still_held",
+            Err(Error::LockLost { .. }) => "lost",
+            Err(Error::NotHeld { .. }) => "not_held",
+            Err(_) => "error",
+        },
+    );
+    (outcome, slot)
+}
+
+async fn release_traced(
+    lock: &RawLock,
+    hold: &Arc<Hold>,
+    watchdog: bool,
+    request: &Request,
+) -> (Result<Unlocked>, Slot) {
     let engine = &lock.engine;
     let field = hold.field(&engine.id);
     if hold.count() == 0 {
@@ -83,6 +108,11 @@ pub(crate) async fn release_locked(
         return (Err(err), Slot::Kept);
     }
     let was_lost = hold.lease.is_lost();
+    if was_lost && !hold.lease.is_gone() && hold.count() == 1 {
+        // Noticed only now: the lease ran out before a renewal was
+        // confirmed. (A renewal that found it gone reported it already.)
+        telemetry::lost(hold, "lease_expired");
+    }
     let lost = |outcome: Result<Unlocked>| match outcome {
         Ok(_) | Err(Error::NotHeld { .. }) if was_lost => Err(Error::LockLost {
             name: lock.name.to_string(),

@@ -25,6 +25,7 @@
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::config::Delays;
 use crate::engine::attempt::{acquire_once, Attempt};
@@ -33,6 +34,7 @@ use crate::engine::kind::Patience;
 use crate::engine::lifecycle::until_set;
 use crate::engine::raw::{Held, RawLock};
 use crate::engine::settle::GiveUpOnDrop;
+use crate::engine::telemetry::{self, AcquireTrace};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::OwnerId;
@@ -120,7 +122,9 @@ impl Waiter<'_> {
             let slept = async {
                 match woken.as_mut().as_pin_mut() {
                     Some(woken) => {
-                        let _ = tokio::time::timeout(pause, woken).await;
+                        if tokio::time::timeout(pause, woken).await.is_ok() {
+                            telemetry::woken();
+                        }
                     }
                     None => tokio::time::sleep(pause).await,
                 }
@@ -140,20 +144,42 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 /// An acquisition: the hold, and the fencing token if the kind has one.
 pub(crate) type Granted = (Held, Option<i64>);
 
-/// Acquires a lock of any kind, waiting as `patience` allows.
+/// Acquires a lock of any kind, waiting as `patience` allows, in an
+/// `acquire` span (see `telemetry`).
 pub(crate) async fn acquire(
     lock: &RawLock,
     lease: Option<Duration>,
     patience: Patience,
 ) -> Result<Option<Granted>> {
     let owner = lock.acquiring_owner();
+    let mut trace = AcquireTrace::start(lock.kind, &lock.name, owner);
+    let span = trace.span().clone();
+    let outcome = acquire_traced(lock, owner, lease, patience, &mut trace)
+        .instrument(span)
+        .await;
+    trace.finish(match &outcome {
+        Ok(granted) => Some(granted.is_some()),
+        Err(_) => None,
+    });
+    outcome
+}
+
+async fn acquire_traced(
+    lock: &RawLock,
+    owner: OwnerId,
+    lease: Option<Duration>,
+    patience: Patience,
+    trace: &mut AcquireTrace,
+) -> Result<Option<Granted>> {
     let engine = &lock.engine;
     let deadline = match patience {
         Patience::Once => {
             // One attempt, which may first wait a command's time for the
             // owner's previous operation to settle.
             let slot_deadline = Instant::now() + engine.timeout();
-            return match acquire_once(lock, owner, lease, Some(slot_deadline), patience).await? {
+            let attempt = acquire_once(lock, owner, lease, Some(slot_deadline), patience).await;
+            trace.attempted(matches!(attempt, Ok(Attempt::Held(_))));
+            return match attempt? {
                 Attempt::Acquired(held, token) => Ok(Some((held, token))),
                 Attempt::Held(_) => Ok(None),
                 Attempt::Busy => Err(Error::Timeout(engine.timeout())),
@@ -185,6 +211,7 @@ pub(crate) async fn acquire(
         polling: polls.then(|| lock.backoff().start()),
         backoff: FIRST_BACKOFF,
         tried: false,
+        trace,
     };
     match waiter.wait(&mut attempts).await {
         Ok(Some(granted)) => {
@@ -211,21 +238,24 @@ struct LockAttempts<'a> {
     backoff: Duration,
     /// Whether the first attempt (before joining the channel) was made.
     tried: bool,
+    trace: &'a mut AcquireTrace,
 }
 
 impl Attempts for LockAttempts<'_> {
     type Output = Granted;
 
     async fn attempt(&mut self) -> Result<Step<Granted>> {
-        let ttl = match acquire_once(
+        let attempt = acquire_once(
             self.lock,
             self.owner,
             self.lease,
             self.deadline,
             self.patience,
         )
-        .await?
-        {
+        .await;
+        self.trace
+            .attempted(matches!(attempt, Ok(Attempt::Held(_))));
+        let ttl = match attempt? {
             Attempt::Acquired(held, token) => return Ok(Step::Done((held, token))),
             Attempt::Held(ttl) => ttl,
             Attempt::Busy => return Ok(Step::GiveUp),

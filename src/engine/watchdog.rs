@@ -11,11 +11,13 @@ use fred::types::Value;
 use futures::StreamExt;
 use tokio::sync::watch;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::engine::hold::Hold;
 use crate::engine::kind::{Renewal, ScriptCall};
 use crate::engine::replica_sync::Synced;
 use crate::engine::script::{self, Script};
+use crate::engine::telemetry;
 use crate::engine::Engine;
 
 /// Counters of a client's watchdog, for metrics and tests.
@@ -62,6 +64,13 @@ pub(crate) async fn run(engine: Weak<Engine>, mut shutdown: watch::Receiver<bool
 /// at most one per write connection, so one slow shard (a replica lagging
 /// behind a WAIT) does not delay the renewals of the others.
 async fn renew_all(engine: &Engine) {
+    let span = telemetry::renewal_span();
+    renew_all_traced(engine, &span)
+        .instrument(span.clone())
+        .await;
+}
+
+async fn renew_all_traced(engine: &Engine, span: &tracing::Span) {
     let started = Instant::now();
     let mut groups: BTreeMap<(&'static str, u16), Vec<Arc<Hold>>> = BTreeMap::new();
     for hold in engine.holds.renewable() {
@@ -75,6 +84,7 @@ async fn renew_all(engine: &Engine) {
             .or_default()
             .push(hold);
     }
+    let locks = groups.values().map(|holds| holds.len() as u64).sum();
     let batch = engine.config.lock_watchdog_batch_size;
     let mut renewals = vec![];
     for holds in groups.values_mut() {
@@ -92,6 +102,14 @@ async fn renew_all(engine: &Engine) {
         cycle.lost += one.lost;
         cycle.failures += one.failures;
     }
+    telemetry::renewed(
+        span,
+        locks,
+        cycle.scripts,
+        cycle.renewed,
+        cycle.lost,
+        cycle.failures,
+    );
     engine.stats.send_modify(|s| {
         s.cycles += 1;
         s.scripts += cycle.scripts;
@@ -156,7 +174,7 @@ async fn renew_batch(engine: &Engine, holds: &[Arc<Hold>]) -> CycleStats {
                     cycle.renewed += 1;
                 }
             } else if hold.lease.mark_gone() {
-                tracing::warn!(lock = %hold.name, owner = %hold.owner, kind = hold.kind.name(), "lock lost: renewal found it gone");
+                telemetry::lost(hold, "gone");
                 cycle.lost += 1;
             }
         }

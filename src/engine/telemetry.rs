@@ -1,0 +1,217 @@
+//! What the engine tells the outside: tracing spans and events, and with the
+//! `metrics` feature, figures through the `metrics` facade. One place, so the
+//! names stay consistent and the engine's code stays about locks.
+//!
+//! Spans (target `redisson_lock`, level DEBUG):
+//!
+//! | span | fields |
+//! |---|---|
+//! | `acquire` | `lock`, `owner`, `kind`; recorded at the end: `attempts`, `waited_ms`, `outcome` (`acquired`, `timed_out`, `error`) |
+//! | `release` | `lock`, `owner`, `kind`; `outcome` (`released`, `still_held`, `lost`, `not_held`, `error`) |
+//! | `renewal` | one watchdog cycle; `locks`, `scripts`, `renewed`, `lost`, `failures` |
+//!
+//! A lost lock is a WARN event `lock lost` with `lock`, `owner`, `kind`,
+//! `reason` (`gone`: a renewal found the field missing; `lease_expired`: the
+//! lease ran out before a renewal was confirmed, noticed at release).
+//!
+//! Metrics (feature `metrics`), labelled by `kind` (`lock`, `fair_lock`, ...):
+//!
+//! | name | type | what |
+//! |---|---|---|
+//! | `redisson_lock_acquire_seconds` | histogram | a whole acquire call, also labelled `outcome` |
+//! | `redisson_lock_wait_seconds` | histogram | of an acquire that was refused at first, the time from that refusal to its end |
+//! | `redisson_lock_held` | gauge | locks this client holds (owner and lock pairs) |
+//! | `redisson_lock_renewals_total` | counter | renewals Redis confirmed |
+//! | `redisson_lock_renewal_failures_total` | counter | renewal scripts that failed or were not confirmed by replicas |
+//! | `redisson_lock_lost_total` | counter | holds found lost, also labelled `reason` |
+//! | `redisson_lock_wakeups_total` | counter | waiters woken by a message (rather than by a TTL, re-check or deadline) |
+
+use std::time::Duration;
+
+use tracing::field::Empty;
+use tracing::Span;
+
+use crate::engine::hold::Hold;
+use crate::engine::kind::LockKind;
+use crate::OwnerId;
+
+/// An acquire being traced: its span, and what is recorded when it ends.
+pub(crate) struct AcquireTrace {
+    span: Span,
+    kind: &'static str,
+    started: tokio::time::Instant,
+    first_refusal: Option<tokio::time::Instant>,
+    attempts: u32,
+}
+
+impl AcquireTrace {
+    pub(crate) fn start(kind: &'static dyn LockKind, name: &str, owner: OwnerId) -> Self {
+        let span = tracing::debug_span!(
+            target: "redisson_lock",
+            "acquire",
+            lock = name,
+            owner = owner.get(),
+            kind = kind.name(),
+            attempts = Empty,
+            waited_ms = Empty,
+            outcome = Empty,
+        );
+        AcquireTrace {
+            span,
+            kind: kind.name(),
+            started: tokio::time::Instant::now(),
+            first_refusal: None,
+            attempts: 0,
+        }
+    }
+
+    pub(crate) fn span(&self) -> &Span {
+        &self.span
+    }
+
+    /// One attempt was made; `refused` when it found the lock taken.
+    pub(crate) fn attempted(&mut self, refused: bool) {
+        self.attempts += 1;
+        if refused && self.first_refusal.is_none() {
+            self.first_refusal = Some(tokio::time::Instant::now());
+        }
+    }
+
+    /// The call ended: `Some(true)` acquired, `Some(false)` not within its
+    /// wait, `None` an error.
+    pub(crate) fn finish(self, acquired: Option<bool>) {
+        let outcome = match acquired {
+            Some(true) => "acquired",
+            Some(false) => "timed_out",
+            None => "error",
+        };
+        let waited = self.first_refusal.map(|at| at.elapsed());
+        self.span.record("attempts", self.attempts);
+        self.span.record("outcome", outcome);
+        self.span
+            .record("waited_ms", waited.unwrap_or_default().as_millis() as u64);
+        metrics::acquired(self.kind, outcome, self.started.elapsed(), waited);
+    }
+}
+
+/// The span of one release of `hold`; [`released`] records its outcome.
+pub(crate) fn release_span(hold: &Hold) -> Span {
+    tracing::debug_span!(
+        target: "redisson_lock",
+        "release",
+        lock = &*hold.name,
+        owner = hold.owner.get(),
+        kind = hold.kind.name(),
+        outcome = Empty,
+    )
+}
+
+/// Records how a release ended.
+pub(crate) fn released(span: &Span, outcome: &'static str) {
+    span.record("outcome", outcome);
+}
+
+/// The span of one watchdog cycle; [`renewed`] records its figures.
+pub(crate) fn renewal_span() -> Span {
+    tracing::debug_span!(
+        target: "redisson_lock",
+        "renewal",
+        locks = Empty,
+        scripts = Empty,
+        renewed = Empty,
+        lost = Empty,
+        failures = Empty,
+    )
+}
+
+/// Records a watchdog cycle's figures.
+pub(crate) fn renewed(
+    span: &Span,
+    locks: u64,
+    scripts: u64,
+    renewed: u64,
+    lost: u64,
+    failures: u64,
+) {
+    span.record("locks", locks);
+    span.record("scripts", scripts);
+    span.record("renewed", renewed);
+    span.record("lost", lost);
+    span.record("failures", failures);
+    metrics::renewed(renewed, failures);
+}
+
+/// A hold was found lost.
+pub(crate) fn lost(hold: &Hold, reason: &'static str) {
+    tracing::warn!(
+        target: "redisson_lock",
+        lock = &*hold.name,
+        owner = hold.owner.get(),
+        kind = hold.kind.name(),
+        reason,
+        "lock lost"
+    );
+    metrics::lost(hold.kind.name(), reason);
+}
+
+/// A hold count went from 0 to 1 (`true`) or from 1 to 0 (`false`).
+pub(crate) fn held(kind: &'static dyn LockKind, now_held: bool) {
+    metrics::held(kind.name(), now_held);
+}
+
+/// A waiter was woken by a message.
+pub(crate) fn woken() {
+    metrics::woken();
+}
+
+#[cfg(feature = "metrics")]
+mod metrics {
+    use super::*;
+    use ::metrics::{counter, gauge, histogram};
+
+    pub(super) fn acquired(
+        kind: &'static str,
+        outcome: &'static str,
+        took: Duration,
+        waited: Option<Duration>,
+    ) {
+        histogram!("redisson_lock_acquire_seconds", "kind" => kind, "outcome" => outcome)
+            .record(took.as_secs_f64());
+        if let Some(waited) = waited {
+            histogram!("redisson_lock_wait_seconds", "kind" => kind).record(waited.as_secs_f64());
+        }
+    }
+
+    pub(super) fn renewed(renewed: u64, failures: u64) {
+        counter!("redisson_lock_renewals_total").increment(renewed);
+        counter!("redisson_lock_renewal_failures_total").increment(failures);
+    }
+
+    pub(super) fn lost(kind: &'static str, reason: &'static str) {
+        counter!("redisson_lock_lost_total", "kind" => kind, "reason" => reason).increment(1);
+    }
+
+    pub(super) fn held(kind: &'static str, now_held: bool) {
+        let gauge = gauge!("redisson_lock_held", "kind" => kind);
+        if now_held {
+            gauge.increment(1.0);
+        } else {
+            gauge.decrement(1.0);
+        }
+    }
+
+    pub(super) fn woken() {
+        counter!("redisson_lock_wakeups_total").increment(1);
+    }
+}
+
+#[cfg(not(feature = "metrics"))]
+mod metrics {
+    use super::*;
+
+    pub(super) fn acquired(_: &'static str, _: &'static str, _: Duration, _: Option<Duration>) {}
+    pub(super) fn renewed(_: u64, _: u64) {}
+    pub(super) fn lost(_: &'static str, _: &'static str) {}
+    pub(super) fn held(_: &'static str, _: bool) {}
+    pub(super) fn woken() {}
+}

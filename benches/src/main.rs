@@ -100,6 +100,12 @@ async fn main() {
             .extend(throughput::run_all(&server, &mut jvm, c, duration, reps).await);
     }
     drop(jvm);
+    if args.get(1).map(String::as_str) == Some("throughput-only") {
+        // Item 1 alone (benches/fred-flush-experiment.sh).
+        std::fs::write(&out, serde_json::to_string_pretty(&results).unwrap()).unwrap();
+        println!("{}", throughput::table(&results.throughput));
+        return;
+    }
     let waiters: &[usize] = if quick {
         &[1, 100]
     } else {

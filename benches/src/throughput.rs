@@ -14,6 +14,8 @@ use crate::server::Server;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Impl {
     Floor,
+    WireFloor,
+    Ceiling,
     RedissonLock,
     JvmRedisson,
     Rslock,
@@ -21,8 +23,10 @@ pub enum Impl {
 }
 
 impl Impl {
-    pub const ALL: [Impl; 5] = [
+    pub const ALL: [Impl; 7] = [
         Impl::Floor,
+        Impl::WireFloor,
+        Impl::Ceiling,
         Impl::RedissonLock,
         Impl::JvmRedisson,
         Impl::Rslock,
@@ -32,6 +36,8 @@ impl Impl {
     pub fn name(self) -> &'static str {
         match self {
             Impl::Floor => "floor (raw EVALSHA via fred)",
+            Impl::WireFloor => "redis-rs wire floor (raw EVALSHA, 1 multiplexed conn)",
+            Impl::Ceiling => "redis-benchmark ceiling (server, pipelined)",
             Impl::RedissonLock => "redisson-lock",
             Impl::JvmRedisson => "Redisson 4.7.0 (JVM)",
             Impl::Rslock => "rslock 0.10",
@@ -48,16 +54,42 @@ pub struct Row {
     pub ops_per_sec: f64,
     pub p50_us: f64,
     pub p99_us: f64,
+    /// CPU time (user + system) of the process that ran the client, per lock
+    /// + unlock; 0 where not measured (the ceiling).
+    pub cpu_us_per_op: f64,
 }
 
 impl fmt::Display for Row {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "c={:<4} {:<30} {:>9.0} ops/s  p50 {:>7.0} us  p99 {:>7.0} us",
-            self.concurrency, self.implementation, self.ops_per_sec, self.p50_us, self.p99_us
+            "c={:<4} {:<30} {:>9.0} ops/s  p50 {:>7.0} us  p99 {:>7.0} us  cpu {:>5.1} us/op",
+            self.concurrency,
+            self.implementation,
+            self.ops_per_sec,
+            self.p50_us,
+            self.p99_us,
+            self.cpu_us_per_op
         )
     }
+}
+
+/// User + system CPU time a process has used so far (`/proc/<pid>/stat`).
+pub fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may contain spaces) in parentheses.
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after `)`.
+    let total = ticks(11) + ticks(12);
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_micros(total * 1_000_000 / per_second)
 }
 
 /// Runs every implementation `reps` times at this concurrency, interleaved so
@@ -96,6 +128,7 @@ async fn run(
     rep: usize,
 ) -> Row {
     let prefix = format!("bench:{}:{concurrency}:{rep}", imp as u8);
+    let cpu_before = cpu_time(std::process::id());
     let (ops, elapsed, mut samples) = match imp {
         Impl::Floor => {
             let floor = Arc::new(Floor::new(server).await);
@@ -112,6 +145,22 @@ async fn run(
             })
             .await
         }
+        Impl::WireFloor => {
+            let floor = Arc::new(WireFloor::new(server).await);
+            rust_loop(concurrency, duration, move |i| {
+                let floor = floor.clone();
+                let name = format!("{prefix}:{i}");
+                let field = format!("wire-client:{i}");
+                let mut n = 0u64;
+                move || {
+                    n += 1;
+                    let (floor, name, field) = (floor.clone(), name.clone(), field.clone());
+                    async move { floor.lock_unlock(&name, &field, n).await }
+                }
+            })
+            .await
+        }
+        Impl::Ceiling => return ceiling(server, concurrency, duration).await,
         Impl::RedissonLock => {
             let client = redisson_lock::RedissonClient::from_url(&server.url)
                 .await
@@ -159,6 +208,7 @@ async fn run(
         }
         Impl::JvmRedisson => return jvm.bench(&prefix, concurrency, duration).await,
     };
+    let cpu = cpu_time(std::process::id()) - cpu_before;
     samples.sort_unstable();
     Row {
         implementation: imp.name(),
@@ -167,7 +217,12 @@ async fn run(
         ops_per_sec: ops as f64 / elapsed.as_secs_f64(),
         p50_us: percentile(&samples, 0.50),
         p99_us: percentile(&samples, 0.99),
+        cpu_us_per_op: per_op(cpu, ops),
     }
+}
+
+fn per_op(cpu: Duration, ops: u64) -> f64 {
+    cpu.as_micros() as f64 / ops.max(1) as f64
 }
 
 /// redisson-lock's uncontended lock + unlock, worker `i` on lock `prefix:i`.
@@ -177,6 +232,7 @@ pub async fn redisson_lock_row(
     concurrency: usize,
     duration: Duration,
 ) -> Row {
+    let cpu_before = cpu_time(std::process::id());
     let (ops, elapsed, mut samples) = rust_loop(concurrency, duration, |i| {
         let lock = client.lock(&format!("{prefix}:{i}")).unwrap();
         move || {
@@ -187,6 +243,7 @@ pub async fn redisson_lock_row(
         }
     })
     .await;
+    let cpu = cpu_time(std::process::id()) - cpu_before;
     samples.sort_unstable();
     Row {
         implementation: Impl::RedissonLock.name(),
@@ -195,6 +252,7 @@ pub async fn redisson_lock_row(
         ops_per_sec: ops as f64 / elapsed.as_secs_f64(),
         p50_us: percentile(&samples, 0.50),
         p99_us: percentile(&samples, 0.99),
+        cpu_us_per_op: per_op(cpu, ops),
     }
 }
 
@@ -305,10 +363,136 @@ impl Floor {
     }
 }
 
+/// The wire floor: the same two scripts sent by redis-rs over one
+/// multiplexed connection, which writes the commands of concurrent tasks
+/// together (it flushes when its queue is empty).
+struct WireFloor {
+    conn: redis::aio::MultiplexedConnection,
+    acquire: String,
+    unlock: String,
+}
+
+impl WireFloor {
+    async fn new(server: &Server) -> WireFloor {
+        let floor = Floor::new(server).await;
+        let config = redis::AsyncConnectionConfig::new()
+            .set_response_timeout(None)
+            .set_pipeline_buffer_size(4096);
+        let conn = redis::Client::open(server.url.as_str())
+            .unwrap()
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .unwrap();
+        WireFloor {
+            conn,
+            acquire: floor.acquire,
+            unlock: floor.unlock,
+        }
+    }
+
+    async fn lock_unlock(&self, name: &str, field: &str, n: u64) {
+        let mut conn = self.conn.clone();
+        let acquired: Option<i64> = redis::cmd("EVALSHA")
+            .arg(&self.acquire)
+            .arg(1)
+            .arg(name)
+            .arg(30_000)
+            .arg(field)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert!(acquired.is_none());
+        let channel = format!("redisson_lock__channel:{{{name}}}");
+        let latch = format!("redisson_unlock_latch:{{{name}}}:{field}{n:016x}");
+        let released: i64 = redis::cmd("EVALSHA")
+            .arg(&self.unlock)
+            .arg(3)
+            .arg(name)
+            .arg(&channel)
+            .arg(&latch)
+            .arg(0)
+            .arg(30_000)
+            .arg(field)
+            .arg("PUBLISH")
+            .arg(16_000)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(released, 1);
+    }
+}
+
+/// The server ceiling: redis-benchmark sends the acquire script, then the
+/// unlock script, pipelined (16 connections x 16 in flight), on a shared key
+/// range, and the two rates combine into pairs per second. redis-benchmark
+/// cannot chain two commands on one key, so the acquires first build up hold
+/// counts that the unlocks then take down: both scripts do their real work.
+async fn ceiling(server: &Server, concurrency: usize, duration: Duration) -> Row {
+    let floor = Floor::new(server).await;
+    // Roughly as many requests as a fast client sends in `duration`.
+    let requests = (duration.as_secs_f64() * 150_000.0) as u64;
+    let run = |args: Vec<String>| {
+        let url = server.url.clone();
+        async move {
+            let out = tokio::process::Command::new("redis-benchmark")
+                .args([
+                    "-u", &url, "-c", "16", "-P", "16", "-r", "100000", "--csv", "-n",
+                ])
+                .arg(requests.to_string())
+                .args(&args)
+                .output()
+                .await
+                .expect("redis-benchmark (Debian's redis-tools)");
+            let text = String::from_utf8_lossy(&out.stdout).to_string();
+            let line = text.lines().nth(1).unwrap_or_default().to_string();
+            let rps: f64 = line
+                .split(',')
+                .nth(1)
+                .and_then(|f| f.trim_matches('"').parse().ok())
+                .unwrap_or_else(|| panic!("redis-benchmark said: {text}"));
+            rps
+        }
+    };
+    let key = "bench:ceiling:__rand_int__".to_string();
+    let acquire = run(vec![
+        "EVALSHA".into(),
+        floor.acquire.clone(),
+        "1".into(),
+        key.clone(),
+        "30000".into(),
+        "ceiling-client:1".into(),
+    ])
+    .await;
+    let unlock = run(vec![
+        "EVALSHA".into(),
+        floor.unlock.clone(),
+        "3".into(),
+        key,
+        "redisson_lock__channel:{bench:ceiling:__rand_int__}".into(),
+        "redisson_unlock_latch:{bench:ceiling:__rand_int__}:__rand_int__".into(),
+        "0".into(),
+        "30000".into(),
+        "ceiling-client:1".into(),
+        "PUBLISH".into(),
+        "16000".into(),
+    ])
+    .await;
+    let pairs = 1.0 / (1.0 / acquire + 1.0 / unlock);
+    Row {
+        implementation: Impl::Ceiling.name(),
+        concurrency,
+        ops: requests,
+        ops_per_sec: pairs,
+        p50_us: 0.0,
+        p99_us: 0.0,
+        cpu_us_per_op: 0.0,
+    }
+}
+
 /// JVM Redisson through the interop peer's `bench` command: one JVM for the
 /// whole run, warmed up (JIT) before each concurrency level's first run.
 pub struct Jvm {
-    _child: tokio::process::Child,
+    child: tokio::process::Child,
     stdin: tokio::process::ChildStdin,
     lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
     warmed: Vec<usize>,
@@ -329,7 +513,7 @@ impl Jvm {
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         lines.next_line().await.unwrap().expect("READY");
         Jvm {
-            _child: child,
+            child,
             stdin,
             lines,
             warmed: vec![],
@@ -350,12 +534,15 @@ impl Jvm {
                 .await;
             self.warmed.push(concurrency);
         }
+        let pid = self.child.id().unwrap_or(0);
+        let cpu_before = cpu_time(pid);
         let reply = self
             .call(format!(
                 "b bench {prefix} {concurrency} {}",
                 duration.as_millis()
             ))
             .await;
+        let cpu = cpu_time(pid) - cpu_before;
         let f: Vec<f64> = reply
             .split_whitespace()
             .skip(2)
@@ -368,6 +555,7 @@ impl Jvm {
             ops_per_sec: f[0] / (f[1] / 1000.0),
             p50_us: f[2],
             p99_us: f[3],
+            cpu_us_per_op: per_op(cpu, f[0] as u64),
         }
     }
 }
@@ -375,21 +563,24 @@ impl Jvm {
 /// Markdown table with ratios to the floor at the same concurrency.
 pub fn table(rows: &[Row]) -> String {
     let mut out = String::from(
-        "| concurrency | implementation | ops/s | vs floor | p50 µs | p99 µs |\n|---|---|---|---|---|---|\n",
+        "| concurrency | implementation | ops/s | vs wire floor | p50 µs | p99 µs | CPU µs/op |\n|---|---|---|---|---|---|---|\n",
     );
     for row in rows {
         let floor = rows
             .iter()
-            .find(|r| r.concurrency == row.concurrency && r.implementation == Impl::Floor.name())
+            .find(|r| {
+                r.concurrency == row.concurrency && r.implementation == Impl::WireFloor.name()
+            })
             .map_or(f64::NAN, |f| f.ops_per_sec);
         out += &format!(
-            "| {} | {} | {:.0} | {:.2}x | {:.0} | {:.0} |\n",
+            "| {} | {} | {:.0} | {:.2}x | {:.0} | {:.0} | {:.1} |\n",
             row.concurrency,
             row.implementation,
             row.ops_per_sec,
             row.ops_per_sec / floor,
             row.p50_us,
-            row.p99_us
+            row.p99_us,
+            row.cpu_us_per_op
         );
     }
     out

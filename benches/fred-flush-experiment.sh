@@ -28,5 +28,8 @@ new = """        | CommandKind::Fcall
 assert text.count(old) == 1, "fred's should_flush is not the one this experiment knows"
 open(path, "w").write(text.replace(old, new))
 PY
+# The patch rewrites Cargo.lock's fred entry for the run; put it back after.
+cp Cargo.lock target/Cargo.lock.before-experiment
+trap 'cp target/Cargo.lock.before-experiment Cargo.lock' EXIT
 cargo run --release -p redisson-lock-bench \
   --config "patch.crates-io.fred.path=\"$PWD/$dst\"" -- throughput-only "$@"

@@ -47,6 +47,10 @@ impl RedissonClient {
     /// [`crate::Error::Config`] for invalid settings, [`crate::Error::Connection`]
     /// or [`crate::Error::Timeout`] if Redis cannot be reached within the connect
     /// timeout, [`crate::Error::Auth`] if it refuses the credentials.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future closes the connections made so far; nothing was written to Redis.
     pub async fn connect(config: Config) -> Result<Self> {
         Ok(RedissonClient {
             engine: Engine::start(config).await?,
@@ -58,6 +62,10 @@ impl RedissonClient {
     /// # Errors
     ///
     /// As [`RedissonClient::connect`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`RedissonClient::connect`]: nothing was written to Redis.
     pub async fn from_url(url: &str) -> Result<Self> {
         Self::connect(Config::from_url(url)).await
     }

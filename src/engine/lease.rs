@@ -200,6 +200,10 @@ impl LostSignal {
     }
 
     /// Completes when the lock is lost.
+    ///
+    /// # Cancel safety
+    ///
+    /// It only waits: dropping the future changes nothing, and it can be polled again.
     pub async fn lost(&self) {
         self.hold.lease.wait_lost().await
     }

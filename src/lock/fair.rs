@@ -74,6 +74,10 @@ impl Lock<Fair> {
     ///
     /// [`crate::Error::Connection`] / [`crate::Error::Timeout`], and
     /// [`crate::Error::WrongType`] for a queue key of another type.
+    ///
+    /// # Cancel safety
+    ///
+    /// A read: dropping the future changes nothing.
     pub async fn queue(&self) -> Result<Vec<String>> {
         self.raw.engine.ensure_open()?;
         let queue = naming::fair_queue_name(&self.raw.name);

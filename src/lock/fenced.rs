@@ -86,6 +86,10 @@ impl Lock<Fenced> {
     ///
     /// [`crate::Error::Connection`] / [`crate::Error::Timeout`], and
     /// [`crate::Error::WrongType`].
+    ///
+    /// # Cancel safety
+    ///
+    /// A read: dropping the future changes nothing.
     pub async fn token(&self) -> Result<Option<i64>> {
         self.raw.engine.ensure_open()?;
         let key = naming::token_name(&self.raw.name);

@@ -107,6 +107,10 @@ impl LockGuard {
     /// # Errors
     ///
     /// [`crate::Error::Connection`] / [`crate::Error::Timeout`].
+    ///
+    /// # Cancel safety
+    ///
+    /// A read: dropping the future changes nothing.
     pub async fn hold_count(&self) -> Result<u32> {
         self.held.hold_count().await
     }

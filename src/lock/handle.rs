@@ -363,6 +363,10 @@ impl<K: Kind> Lock<K> {
     ///
     /// [`crate::Error::Connection`] / [`crate::Error::Timeout`], and
     /// [`crate::Error::WrongType`] where the kind reads the hash.
+    ///
+    /// # Cancel safety
+    ///
+    /// A read: dropping the future changes nothing.
     pub async fn is_locked(&self) -> Result<bool> {
         self.raw.is_locked().await
     }
@@ -375,6 +379,10 @@ impl<K: Kind> Lock<K> {
     /// # Errors
     ///
     /// As [`Lock::is_locked`].
+    ///
+    /// # Cancel safety
+    ///
+    /// A read: dropping the future changes nothing.
     pub async fn is_held(&self) -> Result<bool> {
         match self.raw.current_owner() {
             Some(owner) => self.is_held_by(owner).await,
@@ -387,6 +395,10 @@ impl<K: Kind> Lock<K> {
     /// # Errors
     ///
     /// As [`Lock::is_locked`].
+    ///
+    /// # Cancel safety
+    ///
+    /// A read: dropping the future changes nothing.
     pub async fn is_held_by(&self, owner: OwnerId) -> Result<bool> {
         self.raw.is_held_by(owner).await
     }
@@ -398,6 +410,10 @@ impl<K: Kind> Lock<K> {
     /// # Errors
     ///
     /// As [`Lock::is_locked`].
+    ///
+    /// # Cancel safety
+    ///
+    /// A read: dropping the future changes nothing.
     pub async fn hold_count(&self) -> Result<u32> {
         self.raw.engine.ensure_open()?;
         match self.raw.current_owner() {
@@ -411,6 +427,10 @@ impl<K: Kind> Lock<K> {
     /// # Errors
     ///
     /// As [`Lock::is_locked`].
+    ///
+    /// # Cancel safety
+    ///
+    /// A read: dropping the future changes nothing.
     pub async fn hold_count_of(&self, owner: OwnerId) -> Result<u32> {
         self.raw.hold_count_of(owner).await
     }
@@ -421,6 +441,10 @@ impl<K: Kind> Lock<K> {
     /// # Errors
     ///
     /// As [`Lock::is_locked`].
+    ///
+    /// # Cancel safety
+    ///
+    /// A read: dropping the future changes nothing.
     pub async fn holders(&self) -> Result<Vec<Holder>> {
         self.raw.holders().await
     }
@@ -430,6 +454,10 @@ impl<K: Kind> Lock<K> {
     /// # Errors
     ///
     /// As [`Lock::is_locked`].
+    ///
+    /// # Cancel safety
+    ///
+    /// A read: dropping the future changes nothing.
     pub async fn remaining_ttl(&self) -> Result<Ttl> {
         self.raw.remaining_ttl().await
     }

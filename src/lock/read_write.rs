@@ -100,6 +100,10 @@ impl RReadWriteLock {
     /// # Errors
     ///
     /// [`Error::Connection`] / [`Error::Timeout`].
+    ///
+    /// # Cancel safety
+    ///
+    /// A read: dropping the future changes nothing.
     pub async fn is_locked(&self) -> Result<bool> {
         self.read.raw.exists().await
     }
@@ -110,6 +114,10 @@ impl RReadWriteLock {
     ///
     /// [`Error::WrongType`] for a key that is not a lock hash; otherwise as
     /// [`RReadWriteLock::is_locked`].
+    ///
+    /// # Cancel safety
+    ///
+    /// A read: dropping the future changes nothing.
     pub async fn mode(&self) -> Result<Option<RwMode>> {
         let raw = &self.read.raw;
         raw.engine.ensure_open()?;
@@ -126,6 +134,10 @@ impl RReadWriteLock {
     /// # Errors
     ///
     /// As [`RReadWriteLock::is_locked`].
+    ///
+    /// # Cancel safety
+    ///
+    /// A read: dropping the future changes nothing.
     pub async fn remaining_ttl(&self) -> Result<Ttl> {
         self.read.remaining_ttl().await
     }

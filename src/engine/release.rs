@@ -75,9 +75,9 @@ pub(crate) async fn release_locked(
     request: &Request,
 ) -> (Result<Unlocked>, Slot) {
     let span = telemetry::release_span(hold);
-    let (outcome, slot) = release_traced(lock, hold, watchdog, request)
-        .instrument(span.clone())
-        .await;
+    // Boxed for the same layout depth as `wait::acquire`.
+    let (outcome, slot) =
+        Box::pin(release_traced(lock, hold, watchdog, request).instrument(span.clone())).await;
     telemetry::released(
         &span,
         match &outcome {

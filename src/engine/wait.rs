@@ -154,9 +154,10 @@ pub(crate) async fn acquire(
     let owner = lock.acquiring_owner();
     let mut trace = AcquireTrace::start(lock.kind, &lock.name, owner);
     let span = trace.span().clone();
-    let outcome = acquire_traced(lock, owner, lease, patience, &mut trace)
-        .instrument(span)
-        .await;
+    // Boxed: the instrumented future nested inside a caller's own async fns
+    // otherwise exceeds rustc's default layout depth (128) in user crates.
+    let outcome =
+        Box::pin(acquire_traced(lock, owner, lease, patience, &mut trace).instrument(span)).await;
     trace.finish(match &outcome {
         Ok(granted) => Some(granted.is_some()),
         Err(_) => None,

@@ -51,6 +51,18 @@ impl RedissonClient {
     /// # Cancel safety
     ///
     /// Dropping the future closes the connections made so far; nothing was written to Redis.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use redisson_lock::{Config, RedissonClient};
+    ///
+    /// # async fn demo() -> redisson_lock::Result<()> {
+    /// let mut config = Config::from_url("redis://10.0.0.5:6379");
+    /// config.timeout = Duration::from_secs(2); // per command, as Redisson's `timeout`
+    /// let client = RedissonClient::connect(config).await?;
+    /// println!("{client:?}"); // its id and address, any password in it redacted
+    /// # Ok(()) }
+    /// ```
     pub async fn connect(config: Config) -> Result<Self> {
         Ok(RedissonClient {
             engine: Engine::start(config).await?,
@@ -66,6 +78,15 @@ impl RedissonClient {
     /// # Cancel safety
     ///
     /// As [`RedissonClient::connect`]: nothing was written to Redis.
+    ///
+    /// ```no_run
+    /// use redisson_lock::RedissonClient;
+    ///
+    /// # async fn demo() -> redisson_lock::Result<()> {
+    /// let client = RedissonClient::from_url("redis://127.0.0.1:6379").await?;
+    /// println!("billing connected; its lock fields start with {}", client.id());
+    /// # Ok(()) }
+    /// ```
     pub async fn from_url(url: &str) -> Result<Self> {
         Self::connect(Config::from_url(url)).await
     }
@@ -266,6 +287,15 @@ impl RedissonClient {
     /// Dropping the future part-way leaves the client closing: new work is
     /// refused, the background tasks run until the last clone is dropped,
     /// and locks not yet released expire with their lease.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::RedissonClient) -> redisson_lock::Result<()> {
+    /// let guard = client.lock("payroll:run")?.lock().await?;
+    /// let _ = tokio::signal::ctrl_c().await; // the service is asked to stop
+    /// client.shutdown().await; // releases payroll:run and wakes its waiters
+    /// eprintln!("payroll guard lost: {}", guard.is_lost()); // true; new calls fail
+    /// # Ok(()) }
+    /// ```
     pub async fn shutdown(&self) {
         self.engine.shutdown().await
     }

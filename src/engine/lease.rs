@@ -204,6 +204,19 @@ impl LostSignal {
     /// # Cancel safety
     ///
     /// It only waits: dropping the future changes nothing, and it can be polled again.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// let lost = guard.lost_signal(); // 'static: moves into another task
+    /// let watcher = tokio::spawn(async move {
+    ///     lost.lost().await;
+    ///     eprintln!("invoice-export lock lost: stop the export");
+    /// });
+    /// guard.unlock().await?; // once the invoices are exported
+    /// watcher.abort();
+    /// # Ok(()) }
+    /// ```
     pub async fn lost(&self) {
         self.hold.lease.wait_lost().await
     }

@@ -158,6 +158,19 @@ impl<'a, K: crate::lock::handle::Kind> Acquire<'a, crate::Lock<K>, UntilAcquired
     /// # Cancel safety
     ///
     /// As [`crate::Lock::run`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// // Held for at most 30 s, never renewed: the settlement must finish in time.
+    /// let settled = lock
+    ///     .acquire()
+    ///     .lease(Duration::from_secs(30))
+    ///     .run(|_lost| async { 12 /* invoices settled */ })
+    ///     .await?;
+    /// println!("settled {settled} invoices");
+    /// # Ok(()) }
+    /// ```
     pub async fn run<F, Fut, T>(self, work: F) -> Result<T>
     where
         F: FnOnce(crate::LostSignal) -> Fut,
@@ -182,6 +195,17 @@ impl<'a, K: crate::lock::handle::Kind> Acquire<'a, crate::Lock<K>, Bounded> {
     /// # Cancel safety
     ///
     /// As [`crate::Lock::run`].
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// let rebuilt = lock.acquire().no_wait().run(|_lost| rebuild_report()).await?;
+    /// match rebuilt {
+    ///     Some(rows) => println!("daily report rebuilt: {rows} rows"),
+    ///     None => println!("another node is rebuilding it"), // `work` did not run
+    /// }
+    /// # Ok(()) }
+    /// # async fn rebuild_report() -> u64 { 0 }
+    /// ```
     pub async fn run<F, Fut, T>(self, work: F) -> Result<Option<T>>
     where
         F: FnOnce(crate::LostSignal) -> Fut,

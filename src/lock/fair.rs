@@ -78,6 +78,16 @@ impl Lock<Fair> {
     /// # Cancel safety
     ///
     /// A read: dropping the future changes nothing.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: redisson_lock::RFairLock) -> redisson_lock::Result<()> {
+    /// let waiting = lock.queue().await?; // fields of Java and Rust waiters alike
+    /// match waiting.first() {
+    ///     Some(next) => println!("{} payout workers waiting, {next} next", waiting.len()),
+    ///     None => println!("no payout worker is waiting"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn queue(&self) -> Result<Vec<String>> {
         self.raw.engine.ensure_open()?;
         let queue = naming::fair_queue_name(&self.raw.name);

@@ -90,6 +90,15 @@ impl Lock<Fenced> {
     /// # Cancel safety
     ///
     /// A read: dropping the future changes nothing.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: redisson_lock::RFencedLock) -> redisson_lock::Result<()> {
+    /// match lock.token().await? {
+    ///     Some(last) => println!("the ledger lock's last token was {last}"),
+    ///     None => println!("the ledger lock was never acquired"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn token(&self) -> Result<Option<i64>> {
         self.raw.engine.ensure_open()?;
         let key = naming::token_name(&self.raw.name);
@@ -124,6 +133,18 @@ impl FencedGuard {
     /// # Cancel safety
     ///
     /// The script is sent once; dropping the future does not stop it.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: redisson_lock::RFencedLock) -> redisson_lock::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// if guard.set_if_newest("invoice:981:status", "paid").await? {
+    ///     println!("invoice 981 marked paid under token {}", guard.token());
+    /// } else {
+    ///     // A holder with a newer token wrote it: this hold is stale, write nothing more.
+    /// }
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn set_if_newest(&self, key: &str, value: &str) -> Result<bool> {
         let engine = self.guard.engine();
         engine.ensure_open()?;
@@ -148,6 +169,16 @@ impl FencedGuard {
     /// # Cancel safety
     ///
     /// As [`LockGuard::unlock`].
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: redisson_lock::RFencedLock) -> redisson_lock::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// let token = guard.token(); // outlives the guard
+    /// // ... post the ledger entry, stamped with `token` ...
+    /// guard.unlock().await?;
+    /// println!("ledger released; the next holder gets a token above {token}");
+    /// # Ok(()) }
+    /// ```
     pub async fn unlock(self) -> Result<Unlocked> {
         self.guard.unlock().await
     }

@@ -111,6 +111,16 @@ impl LockGuard {
     /// # Cancel safety
     ///
     /// A read: dropping the future changes nothing.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// let nested = guard.scope(lock.lock()).await?; // re-enters the same hold
+    /// println!("orders lock held {} times", guard.hold_count().await?); // 2
+    /// nested.unlock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn hold_count(&self) -> Result<u32> {
         self.held.hold_count().await
     }
@@ -130,6 +140,17 @@ impl LockGuard {
     /// # Cancel safety
     ///
     /// Cancel safe: it only waits.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// let rebuild = async { /* ... rebuild the search index ... */ };
+    /// tokio::select! {
+    ///     () = rebuild => { guard.unlock().await?; }
+    ///     () = guard.lost() => eprintln!("index lock lost: discard the half-built index"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn lost(&self) {
         self.lost_signal().lost().await
     }
@@ -158,6 +179,20 @@ impl LockGuard {
     /// The release runs to completion even if this future is dropped (a
     /// timeout around it, say), replayed through its unlock latch if needed,
     /// so the hold is released exactly once.
+    ///
+    /// ```no_run
+    /// use redisson_lock::{Error, Unlocked};
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// // ... post the payroll batch ...
+    /// match guard.unlock().await {
+    ///     Ok(Unlocked::Released) => {}  // free: a waiter was woken
+    ///     Ok(Unlocked::StillHeld) => {} // an outer hold of the same owner remains
+    ///     Err(Error::LockLost { .. }) => eprintln!("payroll lock expired before the end"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn unlock(self) -> Result<Unlocked> {
         self.held.unlock().await
     }

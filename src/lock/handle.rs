@@ -256,6 +256,16 @@ impl<K: Kind> Lock<K> {
     /// # Cancel safety
     ///
     /// As [`Lock::lock`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// // If this node dies mid-run, the lock frees itself after 10 minutes.
+    /// let guard = lock.lock_with_lease(Duration::from_secs(600)).await?;
+    /// // ... close the month's books, well within the lease ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<K::Guard> {
         self.acquire_with(Some(lease), Patience::Forever)
             .await
@@ -273,6 +283,17 @@ impl<K: Kind> Lock<K> {
     /// # Cancel safety
     ///
     /// As [`Lock::lock`].
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// if let Some(guard) = lock.try_lock().await? {
+    ///     // ... send the payment reminders ...
+    ///     guard.unlock().await?;
+    /// } else {
+    ///     println!("another instance is sending the reminders");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_lock(&self) -> Result<Option<K::Guard>> {
         self.acquire_with(None, Patience::Once).await
     }
@@ -287,6 +308,18 @@ impl<K: Kind> Lock<K> {
     /// # Cancel safety
     ///
     /// As [`Lock::lock`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// let Some(guard) = lock.try_lock_for(Duration::from_millis(500)).await? else {
+    ///     println!("checkout busy: ask the customer to retry");
+    ///     return Ok(());
+    /// };
+    /// // ... reserve the stock ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<K::Guard>> {
         self.acquire_with(None, Patience::For(wait)).await
     }
@@ -300,6 +333,18 @@ impl<K: Kind> Lock<K> {
     /// # Cancel safety
     ///
     /// As [`Lock::lock`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// let wait = Duration::from_secs(2);
+    /// let lease = Duration::from_secs(30); // never renewed: gone after 30 s at the latest
+    /// if let Some(guard) = lock.try_lock_for_with_lease(wait, lease).await? {
+    ///     // ... rotate the API keys, in under 30 s ...
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_lock_for_with_lease(
         &self,
         wait: Duration,
@@ -335,6 +380,18 @@ impl<K: Kind> Lock<K> {
     ///
     /// The release of a hold this client tracks finishes in the background
     /// if the future is dropped.
+    ///
+    /// ```no_run
+    /// use redisson_lock::{Error, OwnerId};
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// let clerk = lock.with_owner(OwnerId::new(42)?);
+    /// match clerk.unlock().await {
+    ///     Ok(_) => println!("released one hold of owner 42"),
+    ///     Err(Error::NotHeld { .. }) => println!("owner 42 does not hold the invoice lock"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn unlock(&self) -> Result<Unlocked> {
         self.raw.unlock().await
     }
@@ -351,6 +408,17 @@ impl<K: Kind> Lock<K> {
     /// # Cancel safety
     ///
     /// The script is sent once; dropping the future does not stop it.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// // An operator clears the lock left by a crashed billing job.
+    /// if lock.force_unlock().await? {
+    ///     println!("billing lock deleted; its waiters were woken");
+    /// } else {
+    ///     println!("billing lock was already free");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
         self.raw.force_unlock().await
     }
@@ -367,6 +435,14 @@ impl<K: Kind> Lock<K> {
     /// # Cancel safety
     ///
     /// A read: dropping the future changes nothing.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// if lock.is_locked().await? {
+    ///     println!("a nightly import is running somewhere: not starting another");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn is_locked(&self) -> Result<bool> {
         self.raw.is_locked().await
     }
@@ -383,6 +459,16 @@ impl<K: Kind> Lock<K> {
     /// # Cancel safety
     ///
     /// A read: dropping the future changes nothing.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// let inside = guard.scope(lock.is_held()).await?; // true: the scope's owner holds it
+    /// let outside = lock.is_held().await?; // false: no current owner out here
+    /// println!("held in scope: {inside}, outside: {outside}");
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn is_held(&self) -> Result<bool> {
         match self.raw.current_owner() {
             Some(owner) => self.is_held_by(owner).await,
@@ -399,6 +485,16 @@ impl<K: Kind> Lock<K> {
     /// # Cancel safety
     ///
     /// A read: dropping the future changes nothing.
+    ///
+    /// ```no_run
+    /// use redisson_lock::OwnerId;
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// let dispatcher = OwnerId::new(17)?; // mirrors a worker thread id
+    /// if lock.is_held_by(dispatcher).await? {
+    ///     println!("dispatcher 17 still holds the route-planning lock");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn is_held_by(&self, owner: OwnerId) -> Result<bool> {
         self.raw.is_held_by(owner).await
     }
@@ -414,6 +510,18 @@ impl<K: Kind> Lock<K> {
     /// # Cancel safety
     ///
     /// A read: dropping the future changes nothing.
+    ///
+    /// ```no_run
+    /// use redisson_lock::OwnerId;
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// let worker = lock.with_owner(OwnerId::new(3)?);
+    /// let first = worker.lock().await?;
+    /// let second = worker.lock().await?; // the same owner re-enters
+    /// println!("shipping lock held {} times", worker.hold_count().await?); // 2
+    /// second.unlock().await?;
+    /// first.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn hold_count(&self) -> Result<u32> {
         self.raw.engine.ensure_open()?;
         match self.raw.current_owner() {
@@ -431,6 +539,15 @@ impl<K: Kind> Lock<K> {
     /// # Cancel safety
     ///
     /// A read: dropping the future changes nothing.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// let count = lock.hold_count_of(guard.owner()).await?; // 1; 0 once released
+    /// println!("shipping lock held {count} time(s) by owner {}", guard.owner());
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn hold_count_of(&self, owner: OwnerId) -> Result<u32> {
         self.raw.hold_count_of(owner).await
     }
@@ -445,6 +562,16 @@ impl<K: Kind> Lock<K> {
     /// # Cancel safety
     ///
     /// A read: dropping the future changes nothing.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// for holder in lock.holders().await? {
+    ///     // Java holders show their thread id as the owner.
+    ///     let (client, owner) = (&holder.client_id, &holder.owner);
+    ///     println!("{client}:{owner} holds it {} time(s)", holder.hold_count);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn holders(&self) -> Result<Vec<Holder>> {
         self.raw.holders().await
     }
@@ -458,6 +585,17 @@ impl<K: Kind> Lock<K> {
     /// # Cancel safety
     ///
     /// A read: dropping the future changes nothing.
+    ///
+    /// ```no_run
+    /// use redisson_lock::Ttl;
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// match lock.remaining_ttl().await? {
+    ///     Ttl::Expires(left) => println!("invoice lock expires in {left:?} unless renewed"),
+    ///     Ttl::Absent => println!("invoice lock is free"),
+    ///     Ttl::Persistent => println!("the key has no TTL: not written by a lock client"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn remaining_ttl(&self) -> Result<Ttl> {
         self.raw.remaining_ttl().await
     }

@@ -130,6 +130,15 @@ impl RMultiLock {
     ///
     /// Cancel safe: every member already held is released when the future is
     /// dropped, and an attempt in flight is settled.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::RedissonClient) -> redisson_lock::Result<()> {
+    /// let transfer = client.multi_lock(&["account:17", "account:42"])?;
+    /// let guard = transfer.lock().await?; // both accounts, renewed by the watchdog
+    /// // ... move the funds ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lock(&self) -> Result<MultiGuard> {
         self.lock_inner(None).await
     }
@@ -143,6 +152,15 @@ impl RMultiLock {
     /// # Cancel safety
     ///
     /// As [`RMultiLock::lock`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(transfer: redisson_lock::RMultiLock) -> redisson_lock::Result<()> {
+    /// let guard = transfer.lock_with_lease(Duration::from_secs(20)).await?;
+    /// // ... every account lock expires after 20 s, even if this process dies ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<MultiGuard> {
         self.lock_inner(Some(lease)).await
     }
@@ -157,6 +175,17 @@ impl RMultiLock {
     /// # Cancel safety
     ///
     /// As [`RMultiLock::lock`].
+    ///
+    /// ```no_run
+    /// # async fn demo(transfer: redisson_lock::RMultiLock) -> redisson_lock::Result<()> {
+    /// if let Some(guard) = transfer.try_lock().await? {
+    ///     // ... post the transfer ...
+    ///     guard.unlock().await?;
+    /// } else {
+    ///     println!("an account is busy; the accounts taken were released");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_lock(&self) -> Result<Option<MultiGuard>> {
         self.try_acquire(None, None).await
     }
@@ -170,6 +199,17 @@ impl RMultiLock {
     /// # Cancel safety
     ///
     /// As [`RMultiLock::lock`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(red: redisson_lock::RMultiLock) -> redisson_lock::Result<()> {
+    /// // A RedLock over three servers: `Some` once a majority is held.
+    /// if let Some(guard) = red.try_lock_for(Duration::from_secs(3)).await? {
+    ///     println!("holding the scheduler lock on {} servers", guard.guards().len());
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<MultiGuard>> {
         self.try_acquire(Some(wait), None).await
     }
@@ -183,6 +223,18 @@ impl RMultiLock {
     /// # Cancel safety
     ///
     /// As [`RMultiLock::lock`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(transfer: redisson_lock::RMultiLock) -> redisson_lock::Result<()> {
+    /// let (wait, lease) = (Duration::from_secs(1), Duration::from_secs(15));
+    /// let Some(guard) = transfer.try_lock_for_with_lease(wait, lease).await? else {
+    ///     return Ok(()); // the accounts stayed busy: retry the transfer later
+    /// };
+    /// // ... post the transfer; the account locks expire 15 s after being taken ...
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn try_lock_for_with_lease(
         &self,
         wait: Duration,
@@ -310,6 +362,16 @@ impl MultiGuard {
     /// # Cancel safety
     ///
     /// Cancel safe: it only waits.
+    ///
+    /// ```no_run
+    /// # async fn demo(red: redisson_lock::RMultiLock) -> redisson_lock::Result<()> {
+    /// let leadership = red.lock().await?;
+    /// // Leader until a majority of the servers is lost; one lost server is tolerated.
+    /// leadership.lost().await;
+    /// eprintln!("no longer the scheduler leader");
+    /// drop(leadership);
+    /// # Ok(()) }
+    /// ```
     pub async fn lost(&self) {
         let signals: Vec<LostSignal> = self.guards.iter().map(LockGuard::lost_signal).collect();
         loop {
@@ -339,6 +401,16 @@ impl MultiGuard {
     /// # Cancel safety
     ///
     /// Every member's release runs to completion even if the future is dropped.
+    ///
+    /// ```no_run
+    /// # async fn demo(transfer: redisson_lock::RMultiLock) -> redisson_lock::Result<()> {
+    /// let guard = transfer.lock().await?;
+    /// // ... debit one account, credit the other ...
+    /// if let Err(e) = guard.unlock().await {
+    ///     eprintln!("an account lock was not released: {e}"); // it expires with its lease
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn unlock(self) -> Result<Unlocked> {
         let outcomes = join_all(self.guards.into_iter().map(LockGuard::unlock)).await;
         if self.tolerant {

@@ -104,6 +104,14 @@ impl RReadWriteLock {
     /// # Cancel safety
     ///
     /// A read: dropping the future changes nothing.
+    ///
+    /// ```no_run
+    /// # async fn demo(rw: redisson_lock::RReadWriteLock) -> redisson_lock::Result<()> {
+    /// if !rw.is_locked().await? {
+    ///     println!("nobody reads or writes the price list right now");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn is_locked(&self) -> Result<bool> {
         self.read.raw.exists().await
     }
@@ -118,6 +126,17 @@ impl RReadWriteLock {
     /// # Cancel safety
     ///
     /// A read: dropping the future changes nothing.
+    ///
+    /// ```no_run
+    /// use redisson_lock::RwMode;
+    /// # async fn demo(rw: redisson_lock::RReadWriteLock) -> redisson_lock::Result<()> {
+    /// match rw.mode().await? {
+    ///     Some(RwMode::Read) => println!("price list being read; a writer would wait"),
+    ///     Some(RwMode::Write) => println!("price list being updated"),
+    ///     None => println!("price list is free"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn mode(&self) -> Result<Option<RwMode>> {
         let raw = &self.read.raw;
         raw.engine.ensure_open()?;
@@ -138,6 +157,16 @@ impl RReadWriteLock {
     /// # Cancel safety
     ///
     /// A read: dropping the future changes nothing.
+    ///
+    /// ```no_run
+    /// use redisson_lock::Ttl;
+    /// # async fn demo(rw: redisson_lock::RReadWriteLock) -> redisson_lock::Result<()> {
+    /// // The hash lives as long as its longest hold, read or write.
+    /// if let Ttl::Expires(left) = rw.remaining_ttl().await? {
+    ///     println!("price-list lock expires in {left:?} unless renewed");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn remaining_ttl(&self) -> Result<Ttl> {
         self.read.remaining_ttl().await
     }

@@ -98,6 +98,16 @@ impl RCountDownLatch {
     /// # Cancel safety
     ///
     /// Dropped after sending, the count may or may not have been set.
+    ///
+    /// ```no_run
+    /// # async fn demo(latch: redisson_lock::RCountDownLatch) -> redisson_lock::Result<()> {
+    /// if latch.try_set_count(3).await? {
+    ///     println!("new round: waiting for 3 warehouse stock reports");
+    /// } else {
+    ///     println!("a round is already open: joining it");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_set_count(&self, count: u64) -> Result<bool> {
         let count = match i64::try_from(count) {
             Ok(count) if count > 0 => count,
@@ -134,6 +144,16 @@ impl RCountDownLatch {
     ///
     /// Dropped after sending, it may or may not have counted down; never
     /// twice.
+    ///
+    /// ```no_run
+    /// # async fn demo(latch: redisson_lock::RCountDownLatch) -> redisson_lock::Result<()> {
+    /// // ... this warehouse's stock report is uploaded ...
+    /// match latch.count_down().await? {
+    ///     0 => println!("last report in: the latch is open for every waiter"),
+    ///     left => println!("{left} warehouse report(s) still missing"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn count_down(&self) -> Result<u64> {
         let _busy = self.object.enter()?;
         let (name, channel) = (self.name().to_string(), self.channel());
@@ -161,6 +181,13 @@ impl RCountDownLatch {
     /// # Cancel safety
     ///
     /// Cancel-safe: a read.
+    ///
+    /// ```no_run
+    /// # async fn demo(latch: redisson_lock::RCountDownLatch) -> redisson_lock::Result<()> {
+    /// let missing = latch.count().await?; // 0 once open
+    /// println!("{missing} warehouse report(s) still outstanding");
+    /// # Ok(()) }
+    /// ```
     pub async fn count(&self) -> Result<u64> {
         let _busy = self.object.enter()?;
         self.read_count().await
@@ -187,6 +214,13 @@ impl RCountDownLatch {
     /// # Cancel safety
     ///
     /// Cancel-safe: waiting takes nothing.
+    ///
+    /// ```no_run
+    /// # async fn demo(latch: redisson_lock::RCountDownLatch) -> redisson_lock::Result<()> {
+    /// latch.wait().await?; // returns at once if already open
+    /// println!("all warehouse reports are in: build the stock summary");
+    /// # Ok(()) }
+    /// ```
     pub async fn wait(&self) -> Result<()> {
         self.wait_until(None).await.map(|_| ())
     }
@@ -201,6 +235,17 @@ impl RCountDownLatch {
     /// # Cancel safety
     ///
     /// Cancel-safe.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(latch: redisson_lock::RCountDownLatch) -> redisson_lock::Result<()> {
+    /// if latch.wait_for(Duration::from_secs(30)).await? {
+    ///     // ... build the stock summary ...
+    /// } else {
+    ///     eprintln!("reports still missing after 30 s: summary postponed");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn wait_for(&self, timeout: Duration) -> Result<bool> {
         self.wait_until(Instant::now().checked_add(timeout)).await
     }
@@ -225,6 +270,15 @@ impl RCountDownLatch {
     /// # Cancel safety
     ///
     /// Dropped after sending, it may or may not have been deleted.
+    ///
+    /// ```no_run
+    /// # async fn demo(latch: redisson_lock::RCountDownLatch) -> redisson_lock::Result<()> {
+    /// // Abandon this round; a later `try_set_count` starts a new one.
+    /// if latch.delete().await? {
+    ///     println!("stock-report round cancelled");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn delete(&self) -> Result<bool> {
         let _busy = self.object.enter()?;
         let (name, channel) = (self.name().to_string(), self.channel());

@@ -192,6 +192,15 @@ impl RPermitExpirableSemaphore {
     /// # Cancel safety
     ///
     /// Dropped after sending, the permits may or may not have been set.
+    ///
+    /// ```no_run
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// if slots.try_set_permits(8).await? {
+    ///     println!("PDF render pool created with 8 slots");
+    /// } // else it existed already, and keeps its size
+    /// # Ok(()) }
+    /// ```
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
         let permits = permits_arg(permits)?;
         let _busy = self.object.enter()?;
@@ -225,6 +234,15 @@ impl RPermitExpirableSemaphore {
     /// # Cancel safety
     ///
     /// Cancel-safe in effect: setting the size twice sets it once.
+    ///
+    /// ```no_run
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// // Resize the render pool to 12, whatever it was; leased slots count.
+    /// slots.set_permits(12).await?;
+    /// println!("{} render slots free now", slots.available_permits().await?);
+    /// # Ok(()) }
+    /// ```
     pub async fn set_permits(&self, permits: u32) -> Result<()> {
         if permits > i32::MAX as u32 {
             return Err(Error::InvalidArgument(format!(
@@ -259,6 +277,14 @@ impl RPermitExpirableSemaphore {
     ///
     /// Dropped after sending, the permits may or may not have been added,
     /// never twice.
+    ///
+    /// ```no_run
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// let free = slots.add_permits(-2).await?; // two renderers down for maintenance
+    /// println!("{free} render slots left available");
+    /// # Ok(()) }
+    /// ```
     pub async fn add_permits(&self, permits: i32) -> Result<i64> {
         crate::sync::add_permits(&self.object, &ADD_PERMITS, permits).await
     }
@@ -295,6 +321,16 @@ impl RPermitExpirableSemaphore {
     /// # Cancel safety
     ///
     /// Cancel-safe.
+    ///
+    /// ```no_run
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// // Expired leases go back to the pool before counting.
+    /// if slots.available_permits().await? == 0 {
+    ///     println!("every render slot is busy: queue the invoice PDF");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn available_permits(&self) -> Result<i64> {
         Ok(self.counts().await?.1)
     }
@@ -309,6 +345,14 @@ impl RPermitExpirableSemaphore {
     /// # Cancel safety
     ///
     /// Cancel-safe.
+    ///
+    /// ```no_run
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// let busy = slots.acquired_permits().await?; // expired leases not counted
+    /// println!("{busy} invoice PDF(s) rendering now");
+    /// # Ok(()) }
+    /// ```
     pub async fn acquired_permits(&self) -> Result<i64> {
         Ok(self.counts().await?.2)
     }
@@ -323,6 +367,14 @@ impl RPermitExpirableSemaphore {
     /// # Cancel safety
     ///
     /// Cancel-safe.
+    ///
+    /// ```no_run
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// let (size, free) = (slots.permits().await?, slots.available_permits().await?);
+    /// println!("render pool: {free} of {size} slots free");
+    /// # Ok(()) }
+    /// ```
     pub async fn permits(&self) -> Result<i64> {
         let (exists, available, leased) = self.counts().await?;
         Ok(if exists { available + leased } else { 0 })
@@ -338,6 +390,18 @@ impl RPermitExpirableSemaphore {
     /// # Cancel safety
     ///
     /// Cancel-safe: a read.
+    ///
+    /// ```no_run
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// for lease in slots.leases().await? {
+    ///     match lease.expires {
+    ///         Some(at) => println!("slot {} leased until {at:?}", lease.id),
+    ///         None => println!("slot {} leased until released", lease.id),
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn leases(&self) -> Result<Vec<PermitLease>> {
         let _busy = self.object.enter()?;
         let now = now_ms();
@@ -381,6 +445,17 @@ impl RPermitExpirableSemaphore {
     ///
     /// Cancel-safe: a dropped `acquire` never keeps a permit; an attempt in
     /// flight completes in the background and gives back what it took.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// // One slot for at most 2 minutes: a crashed renderer cannot keep it.
+    /// let permit = slots.acquire(1, Some(Duration::from_secs(120))).await?;
+    /// // ... render the invoice PDF ...
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire(&self, permits: u32, lease: Option<Duration>) -> Result<ExpirablePermits> {
         self.wait_for(permits, lease, None)
             .await?
@@ -397,6 +472,18 @@ impl RPermitExpirableSemaphore {
     /// # Cancel safety
     ///
     /// Cancel-safe, as [`RPermitExpirableSemaphore::acquire`].
+    ///
+    /// ```no_run
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// if let Some(permits) = slots.try_acquire(2, None).await? {
+    ///     // ... render both halves of the statement; no lease, so no expiry ...
+    ///     permits.release().await?;
+    /// } else {
+    ///     println!("fewer than 2 render slots free right now");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_acquire(
         &self,
         permits: u32,
@@ -420,6 +507,18 @@ impl RPermitExpirableSemaphore {
     /// # Cancel safety
     ///
     /// Cancel-safe, as [`RPermitExpirableSemaphore::acquire`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// let (wait, lease) = (Duration::from_secs(5), Some(Duration::from_secs(60)));
+    /// let Some(permit) = slots.try_acquire_for(1, wait, lease).await? else {
+    ///     return Ok(()); // no slot within 5 s: render the PDF later
+    /// };
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn try_acquire_for(
         &self,
         permits: u32,
@@ -462,6 +561,16 @@ impl RPermitExpirableSemaphore {
     ///
     /// Dropped after sending, the permits may or may not have been
     /// returned, never twice.
+    ///
+    /// ```no_run
+    /// use redisson_lock::PermitId;
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// // A permit id handed over by the JVM renderer that leased it.
+    /// let id: PermitId = "00112233445566778899aabbccddeeff".parse()?;
+    /// slots.release(&[id]).await?; // Err(InvalidArgument) if it expired or was returned
+    /// # Ok(()) }
+    /// ```
     pub async fn release(&self, ids: &[PermitId]) -> Result<()> {
         let returned = self.try_release(ids).await?;
         if returned < ids.len() {
@@ -485,6 +594,17 @@ impl RPermitExpirableSemaphore {
     /// # Cancel safety
     ///
     /// As [`RPermitExpirableSemaphore::release`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// let ids = slots.acquire(3, Some(Duration::from_secs(30))).await?.forget();
+    /// // ... a slow batch of invoice PDFs ...
+    /// let returned = slots.try_release(&ids).await?;
+    /// println!("{returned} returned, {} had expired already", ids.len() - returned);
+    /// # Ok(()) }
+    /// ```
     pub async fn try_release(&self, ids: &[PermitId]) -> Result<usize> {
         if ids.is_empty() {
             return Err(Error::InvalidArgument("no permit ids to release".into()));
@@ -505,6 +625,20 @@ impl RPermitExpirableSemaphore {
     /// # Cancel safety
     ///
     /// Cancel-safe in effect: setting the same end twice sets it once.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// let permit = slots.acquire(1, Some(Duration::from_secs(60))).await?;
+    /// let id = permit.ids()[0];
+    /// // The year-end statement runs long: 5 more minutes from now.
+    /// if !slots.update_lease(id, Some(Duration::from_secs(300))).await? {
+    ///     eprintln!("lease {id} had ended already: the slot went back to the pool");
+    /// }
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn update_lease(&self, id: PermitId, lease: Option<Duration>) -> Result<bool> {
         let deadline = deadline(lease)?;
         let _busy = self.object.enter()?;
@@ -534,6 +668,16 @@ impl RPermitExpirableSemaphore {
     /// # Cancel safety
     ///
     /// Cancel-safe in effect.
+    ///
+    /// ```no_run
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// // Retire the pool: the counter and every lease go, and nobody is told.
+    /// if slots.delete().await? {
+    ///     println!("render-slots removed");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn delete(&self) -> Result<bool> {
         let _busy = self.object.enter()?;
         let deleted: i64 = self
@@ -746,6 +890,18 @@ impl ExpirablePermits {
     /// # Cancel safety
     ///
     /// Cancel-safe in effect.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// let permits = slots.acquire(2, Some(Duration::from_secs(60))).await?;
+    /// // ... rendering takes longer than planned ...
+    /// let extended = permits.set_lease(Some(Duration::from_secs(600))).await?;
+    /// println!("{extended} of 2 slots now leased for 10 more minutes");
+    /// permits.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn set_lease(&self, lease: Option<Duration>) -> Result<usize> {
         let mut moved = 0;
         for id in &self.ids {
@@ -765,6 +921,17 @@ impl ExpirablePermits {
     /// # Cancel safety
     ///
     /// Cancel-safe: the release runs to its end in the background.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// let permit = slots.acquire(1, Some(Duration::from_secs(30))).await?;
+    /// // ... render the invoice PDF ...
+    /// let returned = permit.release().await?; // 0 if the lease ended first
+    /// println!("{returned} render slot(s) returned to the pool");
+    /// # Ok(()) }
+    /// ```
     pub async fn release(self) -> Result<usize> {
         self.loan.settle().await
     }

@@ -102,6 +102,15 @@ impl RSemaphore {
     ///
     /// Not cancel-safe in what it reports: dropped after sending, the
     /// permits may or may not have been set. Nothing is ever set twice.
+    ///
+    /// ```no_run
+    /// # async fn demo(gateway: redisson_lock::RSemaphore) -> redisson_lock::Result<()> {
+    /// // Whoever starts first sizes the pool; later calls leave it alone.
+    /// if !gateway.try_set_permits(10).await? {
+    ///     println!("already sized: {} calls free", gateway.available_permits().await?);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
         self.set_permits(permits, None).await
     }
@@ -117,6 +126,17 @@ impl RSemaphore {
     /// # Cancel safety
     ///
     /// As [`RSemaphore::try_set_permits`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(quota: redisson_lock::RSemaphore) -> redisson_lock::Result<()> {
+    /// // A flash sale's checkout quota, gone after an hour.
+    /// let hour = Duration::from_secs(3600);
+    /// if quota.try_set_permits_with_ttl(500, hour).await? {
+    ///     println!("flash-sale quota opened: 500 checkouts");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_set_permits_with_ttl(&self, permits: u32, ttl: Duration) -> Result<bool> {
         let ttl = crate::engine::lease::lease_millis(ttl, "ttl")?;
         self.set_permits(permits, Some(ttl)).await
@@ -157,6 +177,14 @@ impl RSemaphore {
     ///
     /// Dropped after sending, the permits may or may not have been added,
     /// never twice.
+    ///
+    /// ```no_run
+    /// # async fn demo(gateway: redisson_lock::RSemaphore) -> redisson_lock::Result<()> {
+    /// // The provider raised our rate limit: 5 more concurrent calls.
+    /// let total = gateway.add_permits(5).await?;
+    /// println!("{total} payment-gateway permits available");
+    /// # Ok(()) }
+    /// ```
     pub async fn add_permits(&self, permits: i32) -> Result<i64> {
         crate::sync::add_permits(&self.object, &ADD_PERMITS, permits).await
     }
@@ -172,6 +200,13 @@ impl RSemaphore {
     /// # Cancel safety
     ///
     /// Cancel-safe: a read.
+    ///
+    /// ```no_run
+    /// # async fn demo(gateway: redisson_lock::RSemaphore) -> redisson_lock::Result<()> {
+    /// let free = gateway.available_permits().await?; // negative when over-committed
+    /// println!("payment gateway: {free} calls may start now");
+    /// # Ok(()) }
+    /// ```
     pub async fn available_permits(&self) -> Result<i64> {
         let _busy = self.object.enter()?;
         let value: Option<String> = self
@@ -193,6 +228,17 @@ impl RSemaphore {
     ///
     /// Dropped after sending, the permits may have been drained with nobody
     /// told how many; never twice.
+    ///
+    /// ```no_run
+    /// # async fn demo(gateway: redisson_lock::RSemaphore) -> redisson_lock::Result<()> {
+    /// // The provider's maintenance window: no new payment calls meanwhile.
+    /// let drained = gateway.drain_permits().await?;
+    /// // ... wait out the maintenance ...
+    /// if drained > 0 {
+    ///     gateway.release(drained as u32).await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn drain_permits(&self) -> Result<i64> {
         let _busy = self.object.enter()?;
         let name = self.name().to_string();
@@ -249,6 +295,17 @@ impl RSemaphore {
     /// # Cancel safety
     ///
     /// Cancel-safe, as [`RSemaphore::acquire`].
+    ///
+    /// ```no_run
+    /// # async fn demo(gateway: redisson_lock::RSemaphore) -> redisson_lock::Result<()> {
+    /// if let Some(permit) = gateway.try_acquire(1).await? {
+    ///     // ... call the payment provider ...
+    ///     permit.release().await?;
+    /// } else {
+    ///     println!("gateway saturated: answer 503, the client retries");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_acquire(&self, permits: u32) -> Result<Option<SemaphorePermits>> {
         let permits = crate::sync::permits(permits)?;
         detached(&self.object.engine, take(self.clone(), permits)).await
@@ -265,6 +322,17 @@ impl RSemaphore {
     /// # Cancel safety
     ///
     /// Cancel-safe, as [`RSemaphore::acquire`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(gateway: redisson_lock::RSemaphore) -> redisson_lock::Result<()> {
+    /// let Some(permits) = gateway.try_acquire_for(3, Duration::from_millis(250)).await? else {
+    ///     return Ok(()); // not 3 calls free within 250 ms: fail the batch fast
+    /// };
+    /// println!("charging a batch of {} cards", permits.count());
+    /// permits.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn try_acquire_for(
         &self,
         permits: u32,
@@ -308,6 +376,14 @@ impl RSemaphore {
     ///
     /// Dropped after sending, the permits may or may not have been returned,
     /// never twice.
+    ///
+    /// ```no_run
+    /// # async fn demo(gateway: redisson_lock::RSemaphore) -> redisson_lock::Result<()> {
+    /// let taken = gateway.acquire(2).await?.forget(); // kept past the guard
+    /// // ... the refund job finishes, in another task or service ...
+    /// gateway.release(taken).await?; // wakes up to 2 waiters
+    /// # Ok(()) }
+    /// ```
     pub async fn release(&self, permits: u32) -> Result<()> {
         let permits = crate::sync::permits(permits)?;
         let _busy = self.object.enter()?;
@@ -324,6 +400,15 @@ impl RSemaphore {
     /// # Cancel safety
     ///
     /// As [`RSemaphore::release`].
+    ///
+    /// ```no_run
+    /// # async fn demo(gateway: redisson_lock::RSemaphore) -> redisson_lock::Result<()> {
+    /// // Don't recreate a semaphore an operator deleted meanwhile.
+    /// if !gateway.release_if_exists(1).await? {
+    ///     println!("payment-gateway semaphore is gone; nothing returned");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn release_if_exists(&self, permits: u32) -> Result<bool> {
         let permits = crate::sync::permits(permits)?;
         let _busy = self.object.enter()?;
@@ -340,6 +425,14 @@ impl RSemaphore {
     /// # Cancel safety
     ///
     /// Cancel-safe in effect: deleting twice deletes once.
+    ///
+    /// ```no_run
+    /// # async fn demo(gateway: redisson_lock::RSemaphore) -> redisson_lock::Result<()> {
+    /// if gateway.delete().await? {
+    ///     println!("payment-gateway removed; waiters notice at their next re-check");
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn delete(&self) -> Result<bool> {
         let _busy = self.object.enter()?;
         let deleted: i64 = self
@@ -504,6 +597,14 @@ impl SemaphorePermits {
     ///
     /// Cancel-safe: the release runs to its end in the background if the
     /// caller stops waiting.
+    ///
+    /// ```no_run
+    /// # async fn demo(gateway: redisson_lock::RSemaphore) -> redisson_lock::Result<()> {
+    /// let permits = gateway.acquire(2).await?;
+    /// // ... two concurrent calls to the payment provider ...
+    /// permits.release().await?; // wakes up to 2 waiters
+    /// # Ok(()) }
+    /// ```
     pub async fn release(self) -> Result<()> {
         self.loan.settle().await.map(|_| ())
     }

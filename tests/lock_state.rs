@@ -296,3 +296,46 @@ async fn a_reacquire_right_after_a_draining_unlock_keeps_its_hold() {
     assert_eq!(again.unlock().await.unwrap(), Unlocked::Released);
     assert_eq!(raw.exists::<i64, _>("orphan2").await.unwrap(), 0);
 }
+
+/// A server that lost its script cache (`SCRIPT FLUSH`, a restart, a failover
+/// to a node that never ran them) answers `NOSCRIPT`: the script did not run,
+/// so its text goes out once with `EVAL`, and every hold count moves by one.
+#[tokio::test]
+async fn scripts_missing_from_the_server_cache_run_once_through_eval() {
+    let server = RedisServer::start().await;
+    let raw = server.raw().await;
+    let client = client(&server, Duration::from_secs(30)).await;
+    let lock = client.lock("ledger:7").unwrap();
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    let flush = || async {
+        let _: Value = raw
+            .custom(
+                fred::types::CustomCommand::new_static(
+                    "SCRIPT",
+                    fred::types::ClusterHash::Random,
+                    false,
+                ),
+                vec!["FLUSH"],
+            )
+            .await
+            .unwrap();
+    };
+    let evals = command_calls(&raw, "eval").await;
+
+    flush().await;
+    let outer = lock.lock().await.unwrap();
+    let count = || raw.hget::<Option<String>, _, _>("ledger:7", outer.field());
+    assert_eq!(count().await.unwrap().as_deref(), Some("1"));
+    flush().await;
+    let inner = outer.scope(lock.lock()).await.unwrap();
+    assert_eq!(count().await.unwrap().as_deref(), Some("2"));
+    flush().await;
+    assert_eq!(inner.unlock().await.unwrap(), Unlocked::StillHeld);
+    assert_eq!(count().await.unwrap().as_deref(), Some("1"));
+    assert_eq!(command_calls(&raw, "eval").await - evals, 3);
+
+    // EVAL cached the unlock script again: the last unlock is an EVALSHA.
+    assert_eq!(outer.unlock().await.unwrap(), Unlocked::Released);
+    assert_eq!(raw.exists::<i64, _>("ledger:7").await.unwrap(), 0);
+    assert_eq!(command_calls(&raw, "eval").await - evals, 3);
+}

@@ -1,16 +1,18 @@
-//! A global allocator that counts live heap bytes, to measure client memory
-//! per held lock.
+//! A global allocator that counts live heap bytes (client memory per held
+//! lock) and allocation calls (allocations per lock + unlock).
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::atomic::{AtomicIsize, AtomicU64, Ordering};
 
 static LIVE: AtomicIsize = AtomicIsize::new(0);
+static CALLS: AtomicU64 = AtomicU64::new(0);
 
 pub struct Counting;
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        CALLS.fetch_add(1, Ordering::Relaxed);
         System.alloc(layout)
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
@@ -22,6 +24,7 @@ unsafe impl GlobalAlloc for Counting {
             new_size as isize - layout.size() as isize,
             Ordering::Relaxed,
         );
+        CALLS.fetch_add(1, Ordering::Relaxed);
         System.realloc(ptr, layout, new_size)
     }
 }
@@ -29,4 +32,9 @@ unsafe impl GlobalAlloc for Counting {
 /// Live heap bytes right now.
 pub fn live() -> isize {
     LIVE.load(Ordering::Relaxed)
+}
+
+/// Allocation calls (alloc and realloc) so far.
+pub fn allocations() -> u64 {
+    CALLS.load(Ordering::Relaxed)
 }

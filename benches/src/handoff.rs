@@ -69,13 +69,30 @@ pub struct Row {
     pub p99_us: f64,
     pub acquire_attempts_per_handoff: f64,
     pub commands_per_handoff: f64,
+    /// Time the waiter processes' threads spent runnable but not running
+    /// (`/proc/<pid>/task/*/schedstat`), per hand-off, in µs: the share of a
+    /// hand-off spent waiting for a core.
+    pub worker_runqueue_us_per_handoff: f64,
+    /// The same for redis-server, which must run to publish each release.
+    pub redis_runqueue_us_per_handoff: f64,
+}
+
+/// Run-queue wait (ns) of every thread of process `pid` so far.
+pub fn runqueue_wait_ns(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum()
 }
 
 impl fmt::Display for Row {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{:<24} {:>4} waiters / {} proc: {:>4} hand-offs, p50 {:>8.0} us, p99 {:>8.0} us, {:.1} attempts and {:.1} commands per hand-off",
+            "{:<24} {:>4} waiters / {} proc: {:>4} hand-offs, p50 {:>8.0} us, p99 {:>8.0} us, {:.1} attempts and {:.1} commands per hand-off, run-queue wait {:.0} us (waiters) {:.0} us (redis) per hand-off",
             self.implementation,
             self.waiters,
             self.processes,
@@ -83,7 +100,9 @@ impl fmt::Display for Row {
             self.p50_us,
             self.p99_us,
             self.acquire_attempts_per_handoff,
-            self.commands_per_handoff
+            self.commands_per_handoff,
+            self.worker_runqueue_us_per_handoff,
+            self.redis_runqueue_us_per_handoff
         )
     }
 }
@@ -145,6 +164,9 @@ pub async fn run(
 
     let before = command_stats(&raw).await;
     let processed_before = processed(&raw).await;
+    let redis_pid = server.pid().unwrap_or(0);
+    let redis_wait_before = runqueue_wait_ns(redis_pid);
+    let workers_wait_before: u64 = workers.iter().map(Worker::runqueue_wait_ns).sum();
     let released_at = micros_now();
     match (guard, rs_lock) {
         (Some(guard), _) => {
@@ -154,9 +176,14 @@ pub async fn run(
         _ => unreachable!(),
     }
     let mut stamps: Vec<(u64, u64)> = vec![];
+    let mut workers_wait = 0;
     for worker in workers {
-        stamps.extend(worker.finish().await);
+        let (worker_stamps, wait) = worker.finish().await;
+        stamps.extend(worker_stamps);
+        workers_wait += wait;
     }
+    let redis_wait = runqueue_wait_ns(redis_pid) - redis_wait_before;
+    let workers_wait = workers_wait.saturating_sub(workers_wait_before);
     let after = command_stats(&raw).await;
     // Minus the one INFO that reads it. Includes the calls inside scripts, so
     // it compares fairly only between clients running the same scripts.
@@ -202,6 +229,8 @@ pub async fn run(
         p99_us: pick(&latencies, 0.99),
         acquire_attempts_per_handoff: attempts as f64 / handoffs,
         commands_per_handoff: commands as f64 / handoffs,
+        worker_runqueue_us_per_handoff: workers_wait as f64 / 1000.0 / handoffs,
+        redis_runqueue_us_per_handoff: redis_wait as f64 / 1000.0 / handoffs,
     }
 }
 
@@ -302,21 +331,28 @@ impl Worker {
         self.stdin.flush().await.unwrap();
     }
 
-    /// The worker's (acquired, released) stamps in µs since the epoch.
-    async fn finish(mut self) -> Vec<(u64, u64)> {
+    fn runqueue_wait_ns(&self) -> u64 {
+        self.child.id().map_or(0, runqueue_wait_ns)
+    }
+
+    /// The worker's (acquired, released) stamps in µs since the epoch, and
+    /// its threads' run-queue wait (ns) so far.
+    async fn finish(mut self) -> (Vec<(u64, u64)>, u64) {
         let line = self.lines.next_line().await.unwrap().unwrap_or_default();
+        let wait = self.runqueue_wait_ns();
         if let Some(rest) = line.strip_prefix("h ERR") {
             eprintln!("JVM hand-off worker failed:{rest}");
         }
         let _ = self.child.kill().await;
         let payload = line.trim_start_matches("h OK").trim();
-        payload
+        let stamps = payload
             .split_whitespace()
             .filter_map(|pair| {
                 let (a, r) = pair.split_once(':')?;
                 Some((a.parse().ok()?, r.parse().ok()?))
             })
-            .collect()
+            .collect();
+        (stamps, wait)
     }
 }
 
@@ -403,11 +439,11 @@ pub async fn worker(args: &[String]) {
 
 pub fn table(rows: &[Row]) -> String {
     let mut out = String::from(
-        "| implementation | waiters | processes | hand-offs | p50 µs | p99 µs | acquire attempts / hand-off | commands executed / hand-off |\n|---|---|---|---|---|---|---|---|\n",
+        "| implementation | waiters | processes | hand-offs | p50 µs | p99 µs | acquire attempts / hand-off | commands executed / hand-off | run-queue wait µs / hand-off (waiters, redis) |\n|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         out += &format!(
-            "| {} | {} | {} | {} | {:.0} | {:.0} | {:.1} | {:.1} |\n",
+            "| {} | {} | {} | {} | {:.0} | {:.0} | {:.1} | {:.1} | {:.0}, {:.0} |\n",
             r.implementation,
             r.waiters,
             r.processes,
@@ -415,7 +451,9 @@ pub fn table(rows: &[Row]) -> String {
             r.p50_us,
             r.p99_us,
             r.acquire_attempts_per_handoff,
-            r.commands_per_handoff
+            r.commands_per_handoff,
+            r.worker_runqueue_us_per_handoff,
+            r.redis_runqueue_us_per_handoff
         );
     }
     out

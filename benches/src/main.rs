@@ -8,7 +8,9 @@
 //!
 //! `cargo run --release -p redisson-lock-bench -- [--quick] [--out results.json]`
 //! starts its own redis-server on a free port; `REDIS_URL` uses another.
-//! `... -- watchdog 10000 100000` runs item 4 alone.
+//! `... -- watchdog 10000 100000` runs item 4 alone, `... -- throughput-only`
+//! item 1 alone, and `... -- profile <floor|wire|lock> <concurrency> <seconds>`
+//! one Rust implementation alone, for `perf record` or heaptrack.
 
 mod alloc;
 mod cluster;
@@ -77,6 +79,20 @@ async fn main() {
     let scales: &[usize] = if quick { &[1_000] } else { &[10_000, 100_000] };
 
     let server = server::Server::start().await;
+    if args.get(1).map(String::as_str) == Some("profile") {
+        // One implementation alone, for a profiler:
+        // `profile <floor|wire|lock> <concurrency> <seconds>`.
+        let imp = match args.get(2).map(String::as_str) {
+            Some("floor") => throughput::Impl::Floor,
+            Some("wire") => throughput::Impl::WireFloor,
+            _ => throughput::Impl::RedissonLock,
+        };
+        let c = args.get(3).and_then(|c| c.parse().ok()).unwrap_or(256);
+        let secs = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(5);
+        let row = throughput::run_one(imp, &server, c, Duration::from_secs(secs)).await;
+        println!("{row}");
+        return;
+    }
     if args.get(1).map(String::as_str) == Some("watchdog") {
         // Item 4 alone: `watchdog N...` held locks.
         for n in args[2..].iter().filter_map(|n| n.parse().ok()) {

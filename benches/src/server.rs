@@ -11,6 +11,13 @@ pub struct Server {
 }
 
 impl Server {
+    /// The redis-server process this harness started (none with `REDIS_URL`).
+    pub fn pid(&self) -> Option<u32> {
+        self._child.as_ref().and_then(|c| c.id())
+    }
+}
+
+impl Server {
     pub async fn start() -> Server {
         if let Ok(url) = std::env::var("REDIS_URL") {
             return Server { url, _child: None };

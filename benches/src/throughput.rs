@@ -57,19 +57,23 @@ pub struct Row {
     /// CPU time (user + system) of the process that ran the client, per lock
     /// + unlock; 0 where not measured (the ceiling).
     pub cpu_us_per_op: f64,
+    /// Heap allocations (alloc + realloc calls) per lock + unlock in the
+    /// bench process; 0 where not measured (the ceiling, the JVM).
+    pub allocs_per_op: f64,
 }
 
 impl fmt::Display for Row {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "c={:<4} {:<30} {:>9.0} ops/s  p50 {:>7.0} us  p99 {:>7.0} us  cpu {:>5.1} us/op",
+            "c={:<4} {:<30} {:>9.0} ops/s  p50 {:>7.0} us  p99 {:>7.0} us  cpu {:>5.1} us/op  {:>5.1} allocs/op",
             self.concurrency,
             self.implementation,
             self.ops_per_sec,
             self.p50_us,
             self.p99_us,
-            self.cpu_us_per_op
+            self.cpu_us_per_op,
+            self.allocs_per_op
         )
     }
 }
@@ -119,6 +123,13 @@ pub async fn run_all(
         .collect()
 }
 
+/// One run of one Rust implementation, without the JVM (for a profiler).
+pub async fn run_one(imp: Impl, server: &Server, concurrency: usize, duration: Duration) -> Row {
+    assert!(!matches!(imp, Impl::JvmRedisson | Impl::Ceiling));
+    let mut jvm = None;
+    run_inner(imp, server, &mut jvm, concurrency, duration, 0).await
+}
+
 async fn run(
     imp: Impl,
     server: &Server,
@@ -127,9 +138,21 @@ async fn run(
     duration: Duration,
     rep: usize,
 ) -> Row {
+    let mut jvm = Some(jvm);
+    run_inner(imp, server, &mut jvm, concurrency, duration, rep).await
+}
+
+async fn run_inner(
+    imp: Impl,
+    server: &Server,
+    jvm: &mut Option<&mut Jvm>,
+    concurrency: usize,
+    duration: Duration,
+    rep: usize,
+) -> Row {
     let prefix = format!("bench:{}:{concurrency}:{rep}", imp as u8);
-    let cpu_before = cpu_time(std::process::id());
-    let (ops, elapsed, mut samples) = match imp {
+    let before = Usage::now();
+    let measured = match imp {
         Impl::Floor => {
             let floor = Arc::new(Floor::new(server).await);
             rust_loop(concurrency, duration, move |i| {
@@ -206,19 +229,12 @@ async fn run(
             })
             .await
         }
-        Impl::JvmRedisson => return jvm.bench(&prefix, concurrency, duration).await,
+        Impl::JvmRedisson => {
+            let jvm = jvm.as_mut().expect("the JVM peer runs in full runs");
+            return jvm.bench(&prefix, concurrency, duration).await;
+        }
     };
-    let cpu = cpu_time(std::process::id()) - cpu_before;
-    samples.sort_unstable();
-    Row {
-        implementation: imp.name(),
-        concurrency,
-        ops,
-        ops_per_sec: ops as f64 / elapsed.as_secs_f64(),
-        p50_us: percentile(&samples, 0.50),
-        p99_us: percentile(&samples, 0.99),
-        cpu_us_per_op: per_op(cpu, ops),
-    }
+    measured.row(imp, concurrency, before)
 }
 
 fn per_op(cpu: Duration, ops: u64) -> f64 {
@@ -232,8 +248,8 @@ pub async fn redisson_lock_row(
     concurrency: usize,
     duration: Duration,
 ) -> Row {
-    let cpu_before = cpu_time(std::process::id());
-    let (ops, elapsed, mut samples) = rust_loop(concurrency, duration, |i| {
+    let before = Usage::now();
+    let measured = rust_loop(concurrency, duration, |i| {
         let lock = client.lock(&format!("{prefix}:{i}")).unwrap();
         move || {
             let lock = lock.clone();
@@ -243,16 +259,48 @@ pub async fn redisson_lock_row(
         }
     })
     .await;
-    let cpu = cpu_time(std::process::id()) - cpu_before;
-    samples.sort_unstable();
-    Row {
-        implementation: Impl::RedissonLock.name(),
-        concurrency,
-        ops,
-        ops_per_sec: ops as f64 / elapsed.as_secs_f64(),
-        p50_us: percentile(&samples, 0.50),
-        p99_us: percentile(&samples, 0.99),
-        cpu_us_per_op: per_op(cpu, ops),
+    measured.row(Impl::RedissonLock, concurrency, before)
+}
+
+/// This process's CPU time and allocation count at one moment.
+struct Usage {
+    cpu: Duration,
+    allocs: u64,
+}
+
+impl Usage {
+    fn now() -> Usage {
+        Usage {
+            cpu: cpu_time(std::process::id()),
+            allocs: crate::alloc::allocations(),
+        }
+    }
+}
+
+/// What [`rust_loop`] measured.
+struct Measured {
+    /// Operations timed after the warm-up.
+    ops: u64,
+    /// All operations, warm-up included: CPU and allocations cover them all.
+    total: u64,
+    elapsed: Duration,
+    samples: Vec<u32>,
+}
+
+impl Measured {
+    fn row(mut self, imp: Impl, concurrency: usize, before: Usage) -> Row {
+        let after = Usage::now();
+        self.samples.sort_unstable();
+        Row {
+            implementation: imp.name(),
+            concurrency,
+            ops: self.ops,
+            ops_per_sec: self.ops as f64 / self.elapsed.as_secs_f64(),
+            p50_us: percentile(&self.samples, 0.50),
+            p99_us: percentile(&self.samples, 0.99),
+            cpu_us_per_op: per_op(after.cpu - before.cpu, self.total),
+            allocs_per_op: (after.allocs - before.allocs) as f64 / self.total.max(1) as f64,
+        }
     }
 }
 
@@ -264,12 +312,8 @@ fn percentile(sorted: &[u32], q: f64) -> f64 {
 }
 
 /// `concurrency` tasks, each running its own operation in a loop until the
-/// deadline. Returns (operations, elapsed, per-operation micros).
-async fn rust_loop<W, O, F>(
-    concurrency: usize,
-    duration: Duration,
-    mut worker: W,
-) -> (u64, Duration, Vec<u32>)
+/// deadline, timed after a warm-up.
+async fn rust_loop<W, O, F>(concurrency: usize, duration: Duration, mut worker: W) -> Measured
 where
     W: FnMut(usize) -> O,
     O: FnMut() -> F + Send + 'static,
@@ -277,19 +321,20 @@ where
 {
     // Warm-up: connections, script cache, allocator.
     let warm = Instant::now() + Duration::from_millis(200);
-    let start = Instant::now();
     let deadline = warm + duration;
     let tasks: Vec<_> = (0..concurrency)
         .map(|i| {
             let mut op = worker(i);
             tokio::spawn(async move {
-                let mut samples = Vec::with_capacity(1 << 14);
+                let mut samples = Vec::with_capacity(1 << 16);
+                let mut total = 0u64;
                 loop {
                     let t0 = Instant::now();
                     if t0 >= deadline {
-                        return samples;
+                        return (total, samples);
                     }
                     op().await;
+                    total += 1;
                     if t0 >= warm {
                         samples.push(t0.elapsed().as_micros().min(u32::MAX as u128) as u32);
                     }
@@ -297,12 +342,18 @@ where
             })
         })
         .collect();
-    let mut all = vec![];
+    let (mut samples, mut total) = (vec![], 0);
     for t in tasks {
-        all.extend(t.await.unwrap());
+        let (n, s) = t.await.unwrap();
+        total += n;
+        samples.extend(s);
     }
-    let _ = start;
-    (all.len() as u64, duration, all)
+    Measured {
+        ops: samples.len() as u64,
+        total,
+        elapsed: duration,
+        samples,
+    }
 }
 
 /// The floor: the crate's own acquire and unlock scripts, sent back to back
@@ -486,6 +537,7 @@ async fn ceiling(server: &Server, concurrency: usize, duration: Duration) -> Row
         p50_us: 0.0,
         p99_us: 0.0,
         cpu_us_per_op: 0.0,
+        allocs_per_op: 0.0,
     }
 }
 
@@ -556,6 +608,7 @@ impl Jvm {
             p50_us: f[2],
             p99_us: f[3],
             cpu_us_per_op: per_op(cpu, f[0] as u64),
+            allocs_per_op: 0.0,
         }
     }
 }

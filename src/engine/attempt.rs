@@ -119,7 +119,7 @@ async fn acquire_locked(
             // A re-entry resets the key's TTL to this lease, maybe a shorter one.
             hold.lease.shorten(sent_at, lease);
         }
-        let call = lock.kind.acquire(&lock.call(&field, lease, patience));
+        let call = || lock.kind.acquire(&lock.call(&field, lease, patience));
         let (grant, synced) = match engine.write(call).await {
             Ok((value, synced)) => match lock.kind.grant(&value) {
                 Some(grant) => (grant, synced),
@@ -137,21 +137,23 @@ async fn acquire_locked(
             }
             // Whether the replicas have it stays unknown here; the watchdog's
             // synced renewals cover it from the next cycle.
-            Err(e) if e.outcome_unknown() => match resolve_acquire(lock, hold, &field, &e).await {
-                Ok(Resolved::Taken(token)) => (Grant::Acquired { token }, Synced::NotWaited),
-                Ok(Resolved::Held(ttl)) => (Grant::Refused(ttl), Synced::NotWaited),
-                // It did not run, but after a timeout or a lost connection an
-                // old copy might still arrive: the error goes to the caller,
-                // as in Redisson.
-                Ok(Resolved::Free) => {
-                    engine.holds.retire_if_done(hold);
-                    return Err(e);
+            Err(e) if e.outcome_unknown() => {
+                match Box::pin(resolve_acquire(lock, hold, &field, &e)).await {
+                    Ok(Resolved::Taken(token)) => (Grant::Acquired { token }, Synced::NotWaited),
+                    Ok(Resolved::Held(ttl)) => (Grant::Refused(ttl), Synced::NotWaited),
+                    // It did not run, but after a timeout or a lost connection an
+                    // old copy might still arrive: the error goes to the caller,
+                    // as in Redisson.
+                    Ok(Resolved::Free) => {
+                        engine.holds.retire_if_done(hold);
+                        return Err(e);
+                    }
+                    Err(e) => {
+                        engine.holds.retire_if_done(hold);
+                        return Err(e);
+                    }
                 }
-                Err(e) => {
-                    engine.holds.retire_if_done(hold);
-                    return Err(e);
-                }
-            },
+            }
             Err(e) => {
                 engine.holds.retire_if_done(hold);
                 return Err(lock.wrong_type(e));
@@ -162,7 +164,9 @@ async fn acquire_locked(
             // we believe we hold it. Undo, then retry (Redisson's
             // NoSyncedSlavesException handling).
             let config = &engine.config;
-            if !give_back_one(lock, hold, &field).await || attempt >= config.retry_attempts {
+            if !Box::pin(give_back_one(lock, hold, &field)).await
+                || attempt >= config.retry_attempts
+            {
                 engine.holds.retire_if_done(hold);
                 return Err(engine
                     .replica_sync
@@ -180,7 +184,7 @@ async fn acquire_locked(
                 // acquisition: give back what may still be ours, and let the
                 // caller try again within its budget.
                 tracing::warn!(lock = %lock.name, ?lease, "acquire confirmed after its lease; giving it back");
-                give_back_one(lock, hold, &field).await;
+                Box::pin(give_back_one(lock, hold, &field)).await;
                 engine.holds.retire_if_done(hold);
                 Ok(Attempt::Held(Some(Duration::ZERO)))
             }

@@ -162,10 +162,25 @@ pub(crate) struct Latch {
 }
 
 /// A script and what to run it with.
+#[derive(Clone)]
 pub(crate) struct ScriptCall {
     pub(crate) script: &'static Script,
     pub(crate) keys: Vec<String>,
     pub(crate) args: Vec<Value>,
+}
+
+impl ScriptCall {
+    /// `EVALSHA`'s or `EVAL`'s arguments: `head` (the SHA or the text), the
+    /// key count, the keys, the arguments. The keys' strings are moved, not
+    /// copied.
+    pub(crate) fn into_argv(self, head: Value) -> Vec<Value> {
+        let mut argv = Vec::with_capacity(2 + self.keys.len() + self.args.len());
+        argv.push(head);
+        argv.push((self.keys.len() as i64).into());
+        argv.extend(self.keys.into_iter().map(Value::from));
+        argv.extend(self.args);
+        argv
+    }
 }
 
 /// One of Redisson's renewal tasks: renews a batch of holds (all of this

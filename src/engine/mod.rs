@@ -109,16 +109,44 @@ impl Engine {
 
     /// The connection that carries every write of lock `name`.
     pub(crate) fn writer(&self, name: &str) -> &Client {
-        let i = usize::from(naming::slot(name)) % self.writers.len();
-        &self.writers[i]
+        self.writer_of_slot(naming::slot(name))
     }
 
-    /// Runs a lock script once on the writer of its first key, then waits for
-    /// replicas if the deployment has them.
-    pub(crate) async fn write(&self, call: ScriptCall) -> Result<(Value, Synced)> {
-        let keys: Vec<&str> = call.keys.iter().map(String::as_str).collect();
+    fn writer_of_slot(&self, slot: u16) -> &Client {
+        &self.writers[usize::from(slot) % self.writers.len()]
+    }
+
+    /// Runs the lock script `build` makes once, on the writer of its first
+    /// key, then waits for replicas if the deployment has them. `build` runs
+    /// a second time only if the server does not have the script cached.
+    pub(crate) async fn write(
+        &self,
+        build: impl Fn() -> ScriptCall + Sync,
+    ) -> Result<(Value, Synced)> {
+        let call = build();
+        let slot = naming::slot(&call.keys[0]);
         self.replica_sync
-            .run(self.writer(keys[0]), call.script, &keys, call.args)
+            .run(self.writer_of_slot(slot), slot, call, &build)
+            .await
+    }
+
+    /// Runs the script `build` makes once on the writer of its first key,
+    /// without waiting for replicas: reads, and writes a replica loses no
+    /// lock by missing.
+    pub(crate) async fn run_unsynced(
+        &self,
+        build: impl Fn() -> ScriptCall + Sync,
+    ) -> Result<Value> {
+        let call = build();
+        let slot = naming::slot(&call.keys[0]);
+        call.script
+            .run(
+                self.writer_of_slot(slot),
+                self.config.timeout,
+                slot,
+                call,
+                &build,
+            )
             .await
     }
 

@@ -76,7 +76,7 @@ impl Object {
     pub(crate) async fn run(&self, call: ScriptCall) -> Result<Value> {
         let (reply, _) = self
             .engine
-            .write(call)
+            .write(|| call.clone())
             .await
             .map_err(|e| self.wrong_type(e))?;
         Ok(reply)
@@ -89,7 +89,7 @@ impl Object {
         &self,
         operation: &'static str,
         request: &Request,
-        build: impl Fn(&Latch) -> ScriptCall,
+        build: impl Fn(&Latch) -> ScriptCall + Sync,
     ) -> Result<Sent> {
         let target = Target {
             operation,
@@ -108,7 +108,7 @@ impl Object {
     pub(crate) async fn synced_request(
         &self,
         operation: &'static str,
-        build: impl Fn(&Latch) -> ScriptCall,
+        build: impl Fn(&Latch) -> ScriptCall + Sync,
     ) -> Result<Value> {
         let sent = self.request(operation, &Request::new(), build).await?;
         if let short @ Synced::Short { .. } = sent.synced {

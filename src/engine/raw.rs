@@ -10,7 +10,7 @@ use fred::interfaces::{HashesInterface, KeysInterface};
 
 use crate::config::BackOff;
 use crate::engine::hold::Hold;
-use crate::engine::kind::{Call, LockKind, LockedWhen, Patience};
+use crate::engine::kind::{Call, LockKind, LockedWhen, Patience, ScriptCall};
 use crate::engine::lease::LostSignal;
 use crate::engine::wait::{self, Granted};
 use crate::engine::{release, script, Engine};
@@ -154,7 +154,7 @@ impl RawLock {
     /// Deletes the lock whoever holds it and wakes its waiters.
     pub(crate) async fn force_unlock(&self) -> Result<bool> {
         self.engine.ensure_open()?;
-        let call = self.kind.force_unlock(&self.engine, &self.name);
+        let call = || self.kind.force_unlock(&self.engine, &self.name);
         let (reply, synced) = self
             .engine
             .write(call)
@@ -223,13 +223,14 @@ impl RawLock {
                 Ok(held.as_deref() == Some(mode))
             }
             LockedWhen::Script(check) => {
-                let reply = check
-                    .run(
-                        self.engine.writer(&self.name),
-                        self.engine.timeout(),
-                        &[&self.name],
-                        vec![],
-                    )
+                let call = || ScriptCall {
+                    script: check,
+                    keys: vec![self.name.to_string()],
+                    args: vec![],
+                };
+                let reply = self
+                    .engine
+                    .run_unsynced(call)
                     .await
                     .map_err(|e| self.wrong_type(e))?;
                 Ok(script::as_i64(&reply) == Some(1))
@@ -377,7 +378,7 @@ impl Held {
         let renewal = self.hold.kind.renewal();
         let (call, _) = renewal.batch(&self.engine, std::slice::from_ref(&self.hold), lease_ms);
         let sent_at = tokio::time::Instant::now();
-        let (reply, _) = self.engine.write(call).await?;
+        let (reply, _) = self.engine.write(|| call.clone()).await?;
         let held = match reply {
             fred::types::Value::Array(flags) => flags
                 .first()

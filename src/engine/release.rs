@@ -76,8 +76,9 @@ pub(crate) async fn release_locked(
 ) -> (Result<Unlocked>, Slot) {
     let span = telemetry::release_span(hold);
     // Boxed for the same layout depth as `wait::acquire`.
-    let (outcome, slot) =
-        Box::pin(release_traced(lock, hold, watchdog, request).instrument(span.clone())).await;
+    let (outcome, slot) = release_traced(lock, hold, watchdog, request)
+        .instrument(span.clone())
+        .await;
     telemetry::released(
         &span,
         match &outcome {

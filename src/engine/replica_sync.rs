@@ -25,7 +25,7 @@ use fred::types::{ClusterHash, CustomCommand, Value};
 use parking_lot::Mutex;
 
 use crate::config::{Config, ReplicaQuorum};
-use crate::engine::script::Script;
+use crate::engine::kind::ScriptCall;
 use crate::error::{Error, Result};
 
 /// How long a replica count read from INFO is trusted.
@@ -70,30 +70,53 @@ impl ReplicaSync {
         }
     }
 
-    /// Runs `script` once on `redis` (the node owning `keys[0]`), then waits
-    /// for that node's replicas.
+    /// Runs `call` once on `redis` (the node owning its first key, in
+    /// `slot`), then waits for that node's replicas. `rebuild` makes the call
+    /// again for a `NOSCRIPT` fallback.
     pub(crate) async fn run(
         &self,
         redis: &Client,
-        script: &Script,
-        keys: &[&str],
-        args: Vec<Value>,
+        slot: u16,
+        call: ScriptCall,
+        rebuild: &(dyn Fn() -> ScriptCall + Sync),
     ) -> Result<(Value, Synced)> {
         if !self.enabled.load(Ordering::Relaxed) {
-            let reply = script.run(redis, self.timeout, keys, args).await?;
+            let reply = call
+                .script
+                .run(redis, self.timeout, slot, call, rebuild)
+                .await?;
             return Ok((reply, Synced::NotWaited));
         }
-        let slot = fred::util::redis_keyslot(keys[0].as_bytes());
+        // Boxed, so that a deployment without replicas does not carry the
+        // larger replica path inside every write's future.
+        Box::pin(self.run_synced(redis, slot, call, rebuild)).await
+    }
+
+    async fn run_synced(
+        &self,
+        redis: &Client,
+        slot: u16,
+        call: ScriptCall,
+        rebuild: &(dyn Fn() -> ScriptCall + Sync),
+    ) -> Result<(Value, Synced)> {
+        let script = call.script;
         let node = node_key(redis, slot);
         let connected = self.connected_replicas(redis, &node, slot).await?;
         if connected == 0 {
             // As Redisson: no WAIT when the primary has no replica.
-            let reply = script.run(redis, self.timeout, keys, args).await?;
+            let reply = script.run(redis, self.timeout, slot, call, rebuild).await?;
             return Ok((reply, self.judge(0, 0)));
         }
         let target = self.target(connected);
         let (reply, acked) = script
-            .run_then_wait(redis, self.timeout, keys, args, target, self.wait)
+            .run_then_wait(
+                redis,
+                self.timeout,
+                slot,
+                (call, rebuild),
+                target,
+                self.wait,
+            )
             .await?;
         let Some(acked) = acked else {
             tracing::warn!("the server refuses WAIT; lock writes are no longer replica-synced");

@@ -74,7 +74,7 @@ impl Request {
         &self,
         engine: &Engine,
         target: Target<'_>,
-        build: impl Fn(&Latch) -> ScriptCall,
+        build: impl Fn(&Latch) -> ScriptCall + Sync,
     ) -> Result<Sent> {
         let config = &engine.config;
         let per_attempt = per_attempt(engine);
@@ -102,7 +102,7 @@ impl Request {
         loop {
             let may_retry = attempt + 1 < config.retry_attempts
                 && !too_late(first_sent, Instant::now() + config.retry_delay);
-            match engine.write(build(&latch)).await {
+            match engine.write(|| build(&latch)).await {
                 Ok((_, Synced::Short { acked, connected })) if target.replay_short && may_retry => {
                     tracing::info!(name = %target.name, operation = target.operation, attempt, acked, connected, "write not confirmed by replicas; replaying through its latch");
                 }

@@ -14,45 +14,48 @@ use fred::interfaces::ClientLike;
 use fred::types::config::Options;
 use fred::types::{ClusterHash, CustomCommand, Value};
 
+use crate::engine::kind::ScriptCall;
 use crate::error::{Error, Result};
 
 /// A script and its SHA-1.
 pub(crate) struct Script {
     text: &'static str,
-    sha1: String,
+    /// The SHA-1 as a ready argument: cloning it shares its bytes.
+    sha1: Value,
 }
 
 impl Script {
     pub(crate) fn new(text: &'static str) -> Self {
         Script {
             text,
-            sha1: fred::util::sha1_hash(text),
+            sha1: fred::util::sha1_hash(text).into(),
         }
     }
 
-    fn argv(&self, keys: &[&str], args: Vec<Value>) -> Vec<Value> {
-        let mut argv: Vec<Value> = Vec::with_capacity(2 + keys.len() + args.len());
-        argv.push(self.sha1.as_str().into());
-        argv.push((keys.len() as i64).into());
-        argv.extend(keys.iter().map(|k| Value::from(*k)));
-        argv.extend(args);
-        argv
-    }
-
-    /// Runs the script once on the node that owns `keys[0]`.
+    /// Runs `call` once on the node that owns its first key (`slot`). On
+    /// `NOSCRIPT` the script did not run, so its text goes out instead, with
+    /// the arguments `rebuild` makes again: the first ones went to fred, and
+    /// keeping a copy of every call for that rare case would cost each call
+    /// an allocation per argument.
     pub(crate) async fn run(
         &self,
         redis: &Client,
         timeout: Duration,
-        keys: &[&str],
-        args: Vec<Value>,
+        slot: u16,
+        call: ScriptCall,
+        rebuild: &(dyn Fn() -> ScriptCall + Sync),
     ) -> Result<Value> {
-        let mut argv = self.argv(keys, args);
-        let slot = fred::util::redis_keyslot(keys[0].as_bytes());
-        match send(redis, timeout, "EVALSHA", argv.clone(), slot).await {
-            // NOSCRIPT means the script did not run: sending its text is safe.
+        match send(
+            redis,
+            timeout,
+            "EVALSHA",
+            call.into_argv(self.sha1.clone()),
+            slot,
+        )
+        .await
+        {
             Err(Error::Redis { message: msg, .. }) if msg.starts_with("NOSCRIPT") => {
-                argv[0] = self.text.into();
+                let argv = rebuild().into_argv(Value::from_static_str(self.text));
                 send(redis, timeout, "EVAL", argv, slot).await
             }
             other => other,
@@ -69,20 +72,18 @@ impl Script {
         &self,
         redis: &Client,
         timeout: Duration,
-        keys: &[&str],
-        args: Vec<Value>,
+        slot: u16,
+        (call, rebuild): (ScriptCall, &(dyn Fn() -> ScriptCall + Sync)),
         replicas: i64,
         wait: Duration,
     ) -> Result<(Value, Option<i64>)> {
-        let mut argv = self.argv(keys, args);
         let limit = timeout + wait;
-        let slot = fred::util::redis_keyslot(keys[0].as_bytes());
-        let first =
-            send_then_wait(redis, limit, "EVALSHA", argv.clone(), slot, replicas, wait).await;
+        let argv = call.into_argv(self.sha1.clone());
+        let first = send_then_wait(redis, limit, "EVALSHA", argv, slot, replicas, wait).await;
         let (reply, acked) = match first {
             // NOSCRIPT means the script did not run: sending its text is safe.
             Err(Error::Redis { message: msg, .. }) if msg.starts_with("NOSCRIPT") => {
-                argv[0] = self.text.into();
+                let argv = rebuild().into_argv(Value::from_static_str(self.text));
                 send_then_wait(redis, limit, "EVAL", argv, slot, replicas, wait).await?
             }
             other => other?,
@@ -154,12 +155,11 @@ async fn send(
     // first string argument, which is the script's SHA.
     let command = CustomCommand::new_static(cmd, ClusterHash::Custom(slot), false);
     let client = redis.with_options(&options);
-    let call = client.custom::<Value, Value>(command, argv);
-    // fred's own timeout normally fires first; this one only guards against a hang.
-    match tokio::time::timeout(timeout + Duration::from_secs(1), call).await {
-        Ok(reply) => reply.map_err(|e| Error::from_redis(&e, timeout)),
-        Err(_) => Err(Error::Timeout(timeout)),
-    }
+    // fred's timeout (the options') covers the whole wait for the reply.
+    client
+        .custom::<Value, Value>(command, argv)
+        .await
+        .map_err(|e| Error::from_redis(&e, timeout))
 }
 
 /// Options for a script: one attempt, and no redirection either. fred would

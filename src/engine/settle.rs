@@ -210,7 +210,7 @@ pub(crate) async fn give_up(lock: &RawLock, owner: OwnerId, patience: Patience) 
     let Ok(slot) = hold.ops.acquire().await else {
         return;
     };
-    if let Err(e) = lock.engine.write(call).await {
+    if let Err(e) = lock.engine.write(|| call.clone()).await {
         tracing::warn!(lock = %lock.name, error = %e, "giving up a wait left a trace; it expires with its deadline");
     }
     lock.engine.holds.retire_if_done(&hold);

@@ -156,8 +156,9 @@ pub(crate) async fn acquire(
     let span = trace.span().clone();
     // Boxed: the instrumented future nested inside a caller's own async fns
     // otherwise exceeds rustc's default layout depth (128) in user crates.
-    let outcome =
-        Box::pin(acquire_traced(lock, owner, lease, patience, &mut trace).instrument(span)).await;
+    let outcome = acquire_traced(lock, owner, lease, patience, &mut trace)
+        .instrument(span)
+        .await;
     trace.finish(match &outcome {
         Ok(granted) => Some(granted.is_some()),
         Err(_) => None,

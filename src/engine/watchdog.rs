@@ -138,7 +138,7 @@ async fn renew_batch(engine: &Engine, holds: &[Arc<Hold>]) -> CycleStats {
     let (call, entries) = holds[0].kind.renewal().batch(engine, holds, lease_ms);
     let sent_at = Instant::now();
     cycle.scripts += 1;
-    let (flags, synced) = match engine.write(call).await {
+    let (flags, synced) = match engine.write(|| call.clone()).await {
         Ok((Value::Array(flags), synced)) if flags.len() == entries.len() => (flags, synced),
         Ok((other, _)) => {
             tracing::warn!(reply = ?other, "unexpected renewal reply");

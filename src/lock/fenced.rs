@@ -149,14 +149,12 @@ impl FencedGuard {
         let engine = self.guard.engine();
         engine.ensure_open()?;
         let fence = naming::fence_name(key);
-        let reply = SET_IF_NEWEST
-            .run(
-                engine.writer(key),
-                engine.timeout(),
-                &[key, &fence],
-                vec![self.token.into(), value.into()],
-            )
-            .await?;
+        let call = || ScriptCall {
+            script: &SET_IF_NEWEST,
+            keys: vec![key.to_string(), fence.clone()],
+            args: vec![self.token.into(), value.into()],
+        };
+        let reply = engine.run_unsynced(call).await?;
         Ok(script::as_i64(&reply) == Some(1))
     }
 

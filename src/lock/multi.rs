@@ -285,7 +285,9 @@ impl RMultiLock {
                         Patience::For(share.min(left))
                     }
                 };
-                match member.acquire_with(member_lease, patience).await {
+                // Boxed: a member's acquisition is a whole lock's future; inline
+                // it would push a caller's async fn past rustc's layout depth.
+                match Box::pin(member.acquire_with(member_lease, patience)).await {
                     Ok(Some(guard)) => held.push(guard),
                     refused => {
                         if let Err(e) = refused {
@@ -337,7 +339,7 @@ impl RMultiLock {
 
 /// Releases what a failed attempt held, all at once.
 async fn release(held: Vec<LockGuard>) {
-    for outcome in join_all(held.into_iter().map(LockGuard::unlock)).await {
+    for outcome in join_all(held.into_iter().map(|guard| Box::pin(guard.unlock()))).await {
         if let Err(e) = outcome {
             tracing::debug!(error = %e, "releasing a member of a failed multi-lock attempt");
         }
@@ -412,7 +414,12 @@ impl MultiGuard {
     /// # Ok(()) }
     /// ```
     pub async fn unlock(self) -> Result<Unlocked> {
-        let outcomes = join_all(self.guards.into_iter().map(LockGuard::unlock)).await;
+        let outcomes = join_all(
+            self.guards
+                .into_iter()
+                .map(|guard| Box::pin(guard.unlock())),
+        )
+        .await;
         if self.tolerant {
             return Ok(Unlocked::Released);
         }

@@ -75,7 +75,7 @@ pub(crate) async fn release_locked(
     request: &Request,
 ) -> (Result<Unlocked>, Slot) {
     let span = telemetry::release_span(hold);
-    // Boxed for the same layout depth as `wait::acquire`.
+    // Not boxed, as in `wait::acquire`.
     let (outcome, slot) = release_traced(lock, hold, watchdog, request)
         .instrument(span.clone())
         .await;

@@ -154,8 +154,9 @@ pub(crate) async fn acquire(
     let owner = lock.acquiring_owner();
     let mut trace = AcquireTrace::start(lock.kind, &lock.name, owner);
     let span = trace.span().clone();
-    // Boxed: the instrumented future nested inside a caller's own async fns
-    // otherwise exceeds rustc's default layout depth (128) in user crates.
+    // Not boxed: a box here would allocate and copy the whole acquisition
+    // (fred's future included) on every call. What deepens callers' types
+    // (a multi lock's members) is boxed where it is nested instead.
     let outcome = acquire_traced(lock, owner, lease, patience, &mut trace)
         .instrument(span)
         .await;

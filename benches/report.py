@@ -80,6 +80,40 @@ def p50(impl, n, p):
     return ho[(impl, n, p)]["p50_us"]
 
 
+def tail(impl, n, p):
+    x = ho[(impl, n, p)]
+    return x["p99_us"] / x["p50_us"]
+
+
+ours_rows = [x for x in plain if x["implementation"].startswith("redisson-lock")]
+one = [x for x in ours_rows if x["processes"] == 1]
+four = [x for x in ours_rows if x["processes"] == 4]
+under = [x for x in ours_rows if x["p99_us"] < 3 * x["p50_us"]]
+tail_text = f"""The target is a p99 under 3x the p50. For redisson-lock it holds in {len(under)} of
+{len(ours_rows)} cells, so it is **{'met' if len(under) == len(ours_rows) else 'missed'}**. p99 / p50 is
+{", ".join(f"{x['p99_us'] / x['p50_us']:.1f}" for x in one)} with the waiters in one process (1, 10,
+100, 1000 waiters) and {", ".join(f"{x['p99_us'] / x['p50_us']:.1f}" for x in four)} across 4 processes
+(10, 100, 1000 waiters). With 10 or 100 hand-offs in a cell, its p99 is its slowest one or two.
+
+What a slow hand-off waits for: the unlock's message must reach a waiter process, and that
+process must run its acquire. Both need a core, and this machine has 2 for Redis, the releasing
+process and the waiter processes. The last column measures the waiting for a core directly: the
+time the waiter processes' threads spent runnable but not running (`/proc/<pid>/task/*/schedstat`)
+and the same for redis-server, divided by the hand-offs. It is
+{", ".join(f"{x.get('worker_runqueue_us_per_handoff', 0):.0f}" for x in four)} µs (waiters) and
+{", ".join(f"{x.get('redis_runqueue_us_per_handoff', 0):.0f}" for x in four)} µs (redis) per hand-off
+across 4 processes, of the order of their tails (p99 − p50:
+{", ".join(f"{x['p99_us'] - x['p50_us']:.0f}" for x in four)} µs). There a hand-off that finds the next
+process off-core waits for a scheduler time slice, which no change in the client removes on 2
+cores; Redisson's JVMs, with the same protocol, show p99 / p50 of
+{", ".join(f"{tail('Redisson', n, 4):.1f}" for n in (10, 100, 1000))} across 4 processes.
+
+With the waiters in one process the run-queue wait is only
+{", ".join(f"{x.get('worker_runqueue_us_per_handoff', 0):.0f}" for x in one[1:])} µs per hand-off, yet
+the p99 is still {", ".join(f"{x['p99_us']:.0f}" for x in one[1:])} µs. That tail is not the run queue,
+and it is not explained yet: the next step is to stamp the message's arrival and the acquire's
+send in the waiter, to split the hand-off into its two halves."""
+
 ours1 = [p50("redisson-lock", n, 1) for n in (1, 10, 100, 1000)]
 ours4 = [p50("redisson-lock", n, 4) for n in (10, 100, 1000)]
 jvm1 = [p50("Redisson", n, 1) for n in (1, 10, 100, 1000)]
@@ -92,7 +126,7 @@ bytes_per_lock = [x["client_bytes_per_lock"] for x in r["watchdog"]]
 
 doc = f"""# Benchmarks
 
-Every figure below comes from one run of `bash benches/run.sh`, which takes about 4 minutes. The
+Every figure below comes from one run of `bash benches/run.sh`, which takes about 11 minutes. The
 raw results are in [bench-results.json](bench-results.json), and
 `python3 benches/report.py` renders this page from them.
 
@@ -103,8 +137,8 @@ raw results are in [bench-results.json](bench-results.json), and
 * **Throughput cells.** Each cell runs {r['repetitions']} times for {r['duration_ms'] // 1000} s.
   The implementations take turns, and `FLUSHALL` runs before each run. The table keeps each
   cell's median run.
-* **Noise.** Whole runs still differ: between full runs the redisson-lock / floor ratio moves
-  by about ±0.1 at each level.
+* **Noise.** Whole runs still differ: between full runs the ratios move by about ±0.1 at each
+  level.
 
 Reproduce with `bash benches/run.sh`:
 
@@ -118,8 +152,20 @@ Reproduce with `bash benches/run.sh`:
 Each worker locks and unlocks its own lock in a loop. The latency figures are for one lock +
 unlock pair.
 
-* **floor**: the crate's own `lua/acquire.lua` and `lua/unlock.lua`, sent raw as back-to-back
-  `EVALSHA` calls through one fred client.
+Three references run the same two scripts without any lock logic around them:
+
+* **redis-rs wire floor**: `lua/lock/acquire.lua` and `lua/lock/unlock.lua` as raw `EVALSHA`
+  calls through redis-rs over one multiplexed connection, which writes the commands of
+  concurrent tasks together. This is the fastest Rust client doing the same work, and the
+  baseline of the ratios.
+* **floor (raw EVALSHA via fred)**: the same calls through one fred client, the client this
+  crate is built on.
+* **redis-benchmark ceiling**: the server alone. redis-benchmark runs the acquire script, then
+  the unlock script, over 16 connections with 16 commands in flight each; the two rates combine
+  into lock + unlock pairs per second. It has no client cost and no latency figures.
+
+And the lock clients:
+
 * **redisson-lock**: `lock().await` then `guard.unlock().await`, all on one client.
 * **Redisson 4.7.0 (JVM)**: `RLock.lock()` / `unlock()` from N threads, with the default config
   (the interop peer's `bench` command).
@@ -130,45 +176,73 @@ unlock pair.
   * Its `unlock()` reports `false` for a full release: its script returns 0, and the client
     counts only `> 0` as success. The key is deleted anyway, so the loop ignores that result.
 
+**Client CPU µs / op** is the user + system CPU time of the process running the client
+(`/proc/<pid>/stat`; for Redisson, the JVM's), per lock + unlock, warm-up included.
+**Allocations / op** counts the heap allocations of the bench process (a counting global
+allocator), per lock + unlock. Redis uses the other core: on 2 cores every µs of client CPU is
+taken from the server.
+
 {tp_table}
 ![throughput and latency](bench-throughput.png)
 
 Against the targets, at equal concurrency:
 
 {targets}
-What the evidence says, and what closed the gaps:
+### Where the time goes
 
-* **What our code does beyond the floor, on each lock + unlock:**
-  * the hold-table bookkeeping: one small allocation, a map insert and a remove;
-  * formatting the owner field, the channel name and the latch key;
-  * a latch deletion shared with other unlocks.
-* **The remaining differences are within the noise.** At 256 tasks on 2 cores the client
-  competes with Redis for CPU, so that bookkeeping shows most there. Between full runs the
-  ratio moves by about ±0.1.
-* **Four changes closed most of the gap.** Each was measured in this harness. Together they
-  took the ratio from 0.87x / 0.67x / 0.61x at 1 / 16 / 256 to the figures above.
-  * Unlock latches are deleted in batches: one `DEL` per 2 ms of unlocks. Redisson sends one
-    `DEL` per unlock.
-    * Alone, this moved concurrency 1 from about 0.72x to parity in repeated quick runs.
-  * Holds are slimmer (see item 4).
-  * Acquire and unlock no longer spawn a task each. They stay safe to cancel:
-    * an abandoned acquire is settled in the background by reading the hold count;
-    * an abandoned unlock is finished with its own request id, which the latch replays.
-    * This moved concurrency 16 and 256 from about 0.8x to the figures above.
-* **Against Redisson, the floor itself is
-  {ops(1, 'floor') / ops(1, 'Redisson'):.2f}x at concurrency 1.** One lock + unlock is two round
-  trips, and fred adds about 100 µs per command on this machine.
-* **rslock's lead does not come from its lock logic.**
-  * It sends `SET NX PX` plus a one-key `DEL` script through redis-rs, whose multiplexed
-    connection batches the writes of concurrent tasks.
-  * fred flushes the socket after every `EVAL`/`EVALSHA` (see `../shared/docs/fred-notes.md`), so
-    the fred floor itself is about 2x slower than rslock at 16 and 256.
-  * rslock also has no reentrancy, no pub/sub waiting, no watchdog, no lost-lock detection and
-    no Redisson compatibility.
-* **The redisson crate** runs a Redisson-like hash script. Its pool checkout and per-object
-  `tokio::sync::Mutex` bookkeeping make it
-  {ops(256, 'redisson-lock') / ops(256, 'redisson'):.1f}x slower than redisson-lock at 256. It
-  publishes no unlock message, so JVM waiters are never woken (see `../shared/docs/peers.md`).
+* **At concurrency 1 and 16** the round trip dominates; redisson-lock is at
+  {ratio(1, 'redisson-lock', 'redis-rs'):.2f}x and {ratio(16, 'redisson-lock', 'redis-rs'):.2f}x of
+  the wire floor.
+* **At {top}** the client's CPU decides. The fred floor itself reaches
+  {ratio(top, 'floor', 'redis-rs'):.2f}x of the wire floor, at
+  {tp[(top, 'floor')]['cpu_us_per_op']:.1f} µs of client CPU per pair against
+  {tp[(top, 'redis-rs')]['cpu_us_per_op']:.1f} for redis-rs.
+  * fred 10.1 flushes the socket after every `EVAL`, `EVALSHA` and custom command
+    (`CommandKind::should_flush`), so each script is its own `writev`, and on loopback the
+    sender's system call also carries the delivery to Redis. A fred `Pipeline` does not change
+    that: it writes each command through the same path, flush included.
+  * redis-rs writes whatever concurrent tasks queued in one system call.
+* **redisson-lock spends {tp[(top, 'redisson-lock')]['cpu_us_per_op'] - tp[(top, 'floor')]['cpu_us_per_op']:.1f} µs
+  per pair above the fred floor** at {top}
+  ({tp[(top, 'redisson-lock')].get('allocs_per_op', 0) - tp[(top, 'floor')].get('allocs_per_op', 0):.0f} more
+  allocations). A `perf record` of both side by side
+  (`redisson-lock-bench profile lock|floor 256 4`) puts it in:
+  * the per-command timer that enforces `Config::timeout` (the floor sets none);
+  * the hold table (an entry per acquisition, retired at the release), the owner's `ops` slot
+    and the settle-on-drop guards that make acquire and unlock safe to cancel;
+  * the unlock's request id and latch key, and the batched latch `DEL`;
+  * the tracing spans (disabled, but entered on every poll).
+  None of these is larger than about 0.4 µs per pair.
+
+### What we tried (issue 15)
+
+Single runs of `cargo run --release -p redisson-lock-bench -- profile lock 256 3` against
+`... profile floor 256 3`, one after the other on the same server; the profile and allocation
+sites came from `perf record -g` and heaptrack on a frame-pointer build.
+
+| change | redisson-lock ops/s at 256 | client CPU µs / pair | allocations / pair | fred floor ops/s, same runs |
+|---|---|---|---|---|
+| before | 53.5k–56.1k | 22.3–23.5 | 68.2 | 81k–85k |
+| each script's arguments no longer copied for a `NOSCRIPT` retry (rebuilt if one comes); the SHA-1 a shared value; no second timer around fred's | 58.3k–59.2k | 20.0–20.4 | 56.2 | 82k–84k |
+| fred's future (6.9 KB) boxed at the bottom instead of at acquire and release | 58.9k–60.1k | 20.0–20.2 | 58.2 | 81k |
+| no box at all on the hot path: acquire and release stay inline in the caller's future | 69.7k–69.8k | 16.8–16.9 | 54.2 | 81k |
+
+* The boxes cost more than their allocation count says. Boxing the acquisition copied about
+  15 KB (8 KB for the release) per call, and a block that large bypasses glibc's per-thread
+  cache: the two runtime threads then contended on the allocator's arena lock, which showed up
+  as 2.7 µs of `futex` per pair (0.4 µs for the fred floor).
+* They had been added to keep a caller's async fn within rustc's layout depth. Measured with a
+  chain of async fns around `lock().await` + `unlock().await`, a caller can nest about 23 of
+  them either way; only the multi lock, which nests whole lock futures, needed boxes, and has them
+  around its members.
+* fred's flush rule, patched (`bash benches/fred-flush-experiment.sh`, a copy of fred 10.1 in
+  `target/` with `Eval`, `EvalSha` and `_Custom` removed from `should_flush`, through
+  `--config patch.crates-io...`): in the previous session it raised the fred floor at 256 by
+  10% (69.3k → 76.2k) and redisson-lock by 3%, when our own overhead dominated. It is not
+  adopted: a `[patch]` applies only inside this workspace, so the crate's users would never
+  get it; the change belongs in fred.
+* A coalescer of our own in front of fred cannot help for the same reason: fred flushes each
+  script even inside a pipeline.
 
 ## 2 and 3. Hand-off latency, and the cost of a hand-off
 
@@ -221,6 +295,10 @@ How each implementation waits:
   * Redisson, with the same protocol, makes
     {ho[('Redisson', 1000, 1)]['acquire_attempts_per_handoff']:.1f} and
     {ho[('Redisson', 1000, 4)]['acquire_attempts_per_handoff']:.1f}.
+
+### The hand-off tail (issue 15, item 3)
+
+{tail_text}
 
 ### Fair lock hand-off
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the benchmarks (about 6 minutes) and plots them into docs/.
+# Runs the benchmarks (about 11 minutes) and plots them into docs/.
 # Needs redis-server, java (the interop peer jar: bash .ci/run builds it) and python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -435,6 +435,11 @@ pub async fn worker(args: &[String]) {
         }
     }
     println!("{}", out.trim());
+    // Stay until the harness has read this process's scheduler counters
+    // (it closes stdin or kills it).
+    let _ = BufReader::new(tokio::io::stdin())
+        .read_line(&mut String::new())
+        .await;
 }
 
 pub fn table(rows: &[Row]) -> String {

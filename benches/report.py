@@ -110,9 +110,38 @@ cores; Redisson's JVMs, with the same protocol, show p99 / p50 of
 
 With the waiters in one process the run-queue wait is only
 {", ".join(f"{x.get('worker_runqueue_us_per_handoff', 0):.0f}" for x in one[1:])} µs per hand-off, yet
-the p99 is still {", ".join(f"{x['p99_us']:.0f}" for x in one[1:])} µs. That tail is not the run queue,
-and it is not explained yet: the next step is to stamp the message's arrival and the acquire's
-send in the waiter, to split the hand-off into its two halves."""
+the p99 is still {", ".join(f"{x['p99_us']:.0f}" for x in one[1:])} µs. Two tools split it further;
+their figures are from single runs, not from the run above:
+
+* `cargo run --release -p redisson-lock-bench -- handoff redisson-lock 1000 1 --monitor`
+  records the server's `MONITOR` stream over the run and splits each hand-off at the unlock's
+  `PUBLISH` and at the next waiter's successful `HINCRBY`. MONITOR slows every command, so
+  the totals are higher than above. The fastest half averaged 130 µs = 46 (the unlock's trip
+  to the server) + 65 (the message to the waiter, its wake-up and its acquire's trip to the
+  server) + 19 (the reply back to the task). The slowest 1% averaged 536 µs =
+  129 + 229 + 177: every leg is slower, not one. Between the publish and the acquire of a
+  slow hand-off the server ran nothing else: no other waiter's attempt, no retry.
+* `bash benches/handoff-sched.sh 1000 1` runs the same hand-offs under `perf sched record`
+  and lines each one up with the scheduler's record of the threads on its path. The 25 slow
+  hand-offs (over 3x the median of 99 µs; the first, cold one left out) averaged 409 µs:
+  50 µs queued for a core, redis-server ran 137 µs, the waiter process ran 354 µs of CPU,
+  and 324 µs of core time was idle. The fastest half averaged 69 µs: 10 queued, 33, 64, 39.
+  A slow hand-off is one where the waiter process does five times its usual work while a
+  core sits idle. CPU samples in those windows (`perf record -g`, 15 kHz) show no hot spot
+  in redisson-lock: most of the extra is fred's writer task (writing to the socket) and the
+  kernel's wake-up and TCP paths; the sweeper's `DEL` of unlock latches appears in some slow
+  windows and not in others.
+* The first hand-off after the 500 ms pause is cold (0.7–1.3 ms, as in the 1-waiter row) and
+  is always the slowest; with 100 hand-offs in a cell, p99 is the slowest warm one.
+
+Tried, with no lasting change to p99 / p50 (single runs of `... handoff redisson-lock N 1`):
+a one-thread runtime in the waiter process (`HANDOFF_RUNTIME=current`: p99 / p50 near 2.4
+at 1000 waiters, but the p50 doubles to 218–232 µs); collecting the waiters' results on the
+runtime instead of waking the main thread at every hand-off; and idle-priority spinners
+keeping both cores from halting. Across 4 processes the same tool shows the slow hand-offs
+waiting 1.3–1.6 ms for a core in total, over the waiter processes' threads: there each
+release wakes one waiter in every process (Redisson's semantics: 3.5 attempts per
+hand-off), and those processes compete for 2 cores."""
 
 ours1 = [p50("redisson-lock", n, 1) for n in (1, 10, 100, 1000)]
 ours4 = [p50("redisson-lock", n, 4) for n in (10, 100, 1000)]

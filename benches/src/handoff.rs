@@ -14,6 +14,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use fred::prelude::*;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
+use crate::monitor::Monitor;
 use crate::server::Server;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -27,6 +28,14 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The kind named by `arg` on the command line.
+    pub fn from_arg(arg: &str) -> Option<Kind> {
+        Kind::ALL
+            .into_iter()
+            .chain(Kind::FAIR)
+            .find(|k| k.arg() == arg)
+    }
+
     pub const ALL: [Kind; 3] = [Kind::RedissonLock, Kind::JvmRedisson, Kind::Rslock];
     pub const FAIR: [Kind; 2] = [Kind::RedissonLockFair, Kind::JvmRedissonFair];
 
@@ -121,6 +130,19 @@ pub async fn run(
     processes: usize,
     budget: Duration,
 ) -> Row {
+    run_watched(server, kind, waiters, processes, budget, None).await
+}
+
+/// [`run`], with the server's `MONITOR` stream recorded over the measured
+/// window into `monitor` when given, which then splits each hand-off.
+pub async fn run_watched(
+    server: &Server,
+    kind: Kind,
+    waiters: usize,
+    processes: usize,
+    budget: Duration,
+    monitor: Option<&mut Monitor>,
+) -> Row {
     server.flush().await;
     let processes = processes.min(waiters);
     let name = format!("handoff:{}:{waiters}:{processes}", kind.arg());
@@ -167,6 +189,10 @@ pub async fn run(
     let redis_pid = server.pid().unwrap_or(0);
     let redis_wait_before = runqueue_wait_ns(redis_pid);
     let workers_wait_before: u64 = workers.iter().map(Worker::runqueue_wait_ns).sum();
+    let mut monitor = monitor;
+    if let Some(monitor) = monitor.as_deref_mut() {
+        monitor.attach(server).await;
+    }
     let released_at = micros_now();
     match (guard, rs_lock) {
         (Some(guard), _) => {
@@ -175,12 +201,16 @@ pub async fn run(
         (_, Some(lock)) => rslock.unlock(&lock).await,
         _ => unreachable!(),
     }
+    let worker_pids: Vec<u32> = workers.iter().filter_map(|w| w.child.id()).collect();
     let mut stamps: Vec<(u64, u64)> = vec![];
     let mut workers_wait = 0;
     for worker in workers {
         let (worker_stamps, wait) = worker.finish().await;
         stamps.extend(worker_stamps);
         workers_wait += wait;
+    }
+    if let Some(monitor) = monitor {
+        monitor.detach(server, released_at, &stamps).await;
     }
     let redis_wait = runqueue_wait_ns(redis_pid) - redis_wait_before;
     let workers_wait = workers_wait.saturating_sub(workers_wait_before);
@@ -200,6 +230,9 @@ pub async fn run(
             handoff
         })
         .collect();
+    if let Some(path) = std::env::var_os("HANDOFF_DUMP") {
+        dump(path.as_ref(), released_at, &stamps, &worker_pids, redis_pid);
+    }
     latencies.sort_unstable();
     let handoffs = stamps.len().max(1) as f64;
     let delta =
@@ -428,11 +461,15 @@ pub async fn worker(args: &[String]) {
         }
         other => panic!("unknown worker kind {other}"),
     }
+    // Collected on the runtime: awaiting each task from the main thread
+    // (`block_on`) would wake a third thread at every hand-off, on the
+    // hand-off's path.
+    let collected = tokio::spawn(futures::future::join_all(tasks))
+        .await
+        .unwrap();
     let mut out = String::new();
-    for task in tasks {
-        if let Ok(Some((a, r))) = task.await {
-            out += &format!("{a}:{r} ");
-        }
+    for (a, r) in collected.into_iter().flatten().flatten() {
+        out += &format!("{a}:{r} ");
     }
     println!("{}", out.trim());
     // Stay until the harness has read this process's scheduler counters
@@ -462,4 +499,30 @@ pub fn table(rows: &[Row]) -> String {
         );
     }
     out
+}
+
+/// Writes one run's stamps for `benches/handoff-sched.py`, which lines them up
+/// with `perf sched` (whose clock is `CLOCK_MONOTONIC` under `-k monotonic`).
+fn dump(
+    path: &std::path::Path,
+    released_at: u64,
+    stamps: &[(u64, u64)],
+    workers: &[u32],
+    redis: u32,
+) {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a pointer to a timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    let monotonic = now.tv_sec as u64 * 1_000_000 + now.tv_nsec as u64 / 1_000;
+    let json = serde_json::json!({
+        "realtime_minus_monotonic_us": micros_now() - monotonic,
+        "released_at": released_at,
+        "stamps": stamps,
+        "worker_pids": workers,
+        "redis_pid": redis,
+    });
+    std::fs::write(path, json.to_string()).unwrap();
 }

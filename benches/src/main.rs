@@ -10,11 +10,15 @@
 //! starts its own redis-server on a free port; `REDIS_URL` uses another.
 //! `... -- watchdog 10000 100000` runs item 4 alone, `... -- throughput-only`
 //! item 1 alone, and `... -- profile <floor|wire|lock> <concurrency> <seconds>`
-//! one Rust implementation alone, for `perf record` or heaptrack.
+//! one Rust implementation alone, for `perf record` or heaptrack;
+//! `... -- handoff <kind> <waiters> <processes> [--monitor]` one hand-off run,
+//! under `MONITOR` each hand-off split where its time went (`monitor.rs`;
+//! `benches/handoff-sched.sh` lines them up with `perf sched` instead).
 
 mod alloc;
 mod cluster;
 mod handoff;
+mod monitor;
 mod server;
 mod throughput;
 mod watchdog;
@@ -35,13 +39,26 @@ pub struct Results {
     pub watchdog: Vec<watchdog::Row>,
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
     let args: Vec<String> = std::env::args().collect();
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
     if args.get(1).map(String::as_str) == Some("handoff-worker") {
-        handoff::worker(&args[2..]).await;
+        // `HANDOFF_RUNTIME=current`: waiters on a one-thread runtime.
+        if std::env::var("HANDOFF_RUNTIME").as_deref() == Ok("current") {
+            runtime = tokio::runtime::Builder::new_current_thread();
+        }
+        let runtime = runtime.enable_all().build().unwrap();
+        runtime.block_on(handoff::worker(&args[2..]));
         return;
     }
+    runtime
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(harness(args));
+}
+
+async fn harness(args: Vec<String>) {
     let quick = args.iter().any(|a| a == "--quick");
     if args.get(1).map(String::as_str) == Some("cluster") {
         // Item 5: `cluster [--quick] [--out FILE]`.
@@ -91,6 +108,30 @@ async fn main() {
         let secs = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(5);
         let row = throughput::run_one(imp, &server, c, Duration::from_secs(secs)).await;
         println!("{row}");
+        return;
+    }
+    if args.get(1).map(String::as_str) == Some("handoff") {
+        // One hand-off run, under MONITOR with `--monitor` (each hand-off
+        // split in three): `handoff <redisson-lock|jvm|...> <waiters> <processes>`.
+        let kind = handoff::Kind::from_arg(args.get(2).map_or("redisson-lock", String::as_str))
+            .expect("a hand-off kind");
+        let waiters = args.get(3).and_then(|n| n.parse().ok()).unwrap_or(100);
+        let processes = args.get(4).and_then(|n| n.parse().ok()).unwrap_or(1);
+        let mut monitor = monitor::Monitor::default();
+        let watch = args.iter().any(|a| a == "--monitor");
+        let row = handoff::run_watched(
+            &server,
+            kind,
+            waiters,
+            processes,
+            Duration::from_secs(4),
+            watch.then_some(&mut monitor),
+        )
+        .await;
+        println!("{row}");
+        if watch {
+            println!("{}", monitor.report());
+        }
         return;
     }
     if args.get(1).map(String::as_str) == Some("watchdog") {

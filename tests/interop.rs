@@ -47,11 +47,11 @@ async fn java_unlock_wakes_a_rust_waiter_and_rust_unlock_wakes_a_java_waiter() {
         let before = scripts_run(&raw).await;
         let java_waits = java.send("lock shared 2 -1").await;
         java_is_waiting(
+            &java,
             &server,
             &raw,
             "redisson_lock__channel:{shared}",
             before,
-            version,
         )
         .await;
         held.unlock().await.unwrap();
@@ -137,11 +137,11 @@ async fn java_acquires_only_after_rusts_third_unlock() {
         let before = scripts_run(&raw).await;
         let mut java_lock = java.send("lock reentrant 1 -1").await;
         java_is_waiting(
+            &java,
             &server,
             &raw,
             "redisson_lock__channel:{reentrant}",
             before,
-            version,
         )
         .await;
         for (i, guard) in guards.into_iter().enumerate() {
@@ -233,11 +233,11 @@ async fn force_unlock_crosses_sides() {
         let before = scripts_run(&raw).await;
         let java_waits = java.send("lock forced 2 -1").await;
         java_is_waiting(
+            &java,
             &server,
             &raw,
             "redisson_lock__channel:{forced}",
             before,
-            version,
         )
         .await;
         assert!(lock.force_unlock().await.unwrap());

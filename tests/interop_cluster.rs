@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::java::{JavaPeer, NEWEST_VERSIONS, VERSIONS};
+use common::java::{java_listening, JavaPeer, NEWEST_VERSIONS, VERSIONS};
 use common::topology::{node_client, until, Cluster};
 use common::{command_calls, config, within};
 use fred::prelude::*;
@@ -97,9 +97,7 @@ async fn java_and_rust_wake_each_other_on_a_cluster() {
             scripts_run(owner).await >= before + 2
         })
         .await;
-        if !sharded {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        java_listening(&java).await;
         held.unlock().await.unwrap();
         within(
             &format!("Redisson {version} woken by Rust's unlock"),
@@ -192,9 +190,7 @@ async fn read_write_and_fair_locks_wake_across_sides_on_a_cluster() {
             scripts_run(owner).await >= before + 2
         })
         .await;
-        if !sharded {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        java_listening(&java).await;
         writing.unlock().await.unwrap();
         within("Java reader woken by Rust", java_reads)
             .await
@@ -217,9 +213,7 @@ async fn read_write_and_fair_locks_wake_across_sides_on_a_cluster() {
             scripts_run(owner).await >= before + 2
         })
         .await;
-        if !sharded {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        java_listening(&java).await;
         held.unlock().await.unwrap();
         within("Java waiter told by Rust", java_waits)
             .await

@@ -159,7 +159,7 @@ async fn readers_share_and_writers_exclude_across_java_and_rust() {
         await_subscribers(&server, &channel, 0).await;
         let before = scripts_run(&raw).await;
         let java_reads = java.send("rlock shared-doc 2 -1").await;
-        java_is_waiting(&server, &raw, &channel, before, version).await;
+        java_is_waiting(&java, &server, &raw, &channel, before).await;
         writing.unlock().await.unwrap();
         within("Java woken by the write unlock", java_reads)
             .await

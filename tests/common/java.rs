@@ -43,7 +43,7 @@ pub fn jar(profile: &str, version: &str) -> PathBuf {
     let _one_build_at_a_time = BUILD.lock();
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop/java");
     let jar = dir.join(format!("target/interop-peer-{version}.jar"));
-    if !jar.exists() {
+    if !jar.exists() || modified(&jar) < newest_source(&dir) {
         let status = std::process::Command::new("mvn")
             .args([
                 "-q",
@@ -64,6 +64,27 @@ pub fn jar(profile: &str, version: &str) -> PathBuf {
         );
     }
     jar
+}
+
+fn modified(path: &std::path::Path) -> std::time::SystemTime {
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .unwrap_or(std::time::UNIX_EPOCH)
+}
+
+/// The newest modification among the peer's sources and its pom.
+fn newest_source(dir: &std::path::Path) -> std::time::SystemTime {
+    fn walk(path: &std::path::Path, newest: &mut std::time::SystemTime) {
+        *newest = (*newest).max(modified(path));
+        if let Ok(entries) = std::fs::read_dir(path) {
+            for entry in entries.flatten() {
+                walk(&entry.path(), newest);
+            }
+        }
+    }
+    let mut newest = modified(&dir.join("pom.xml"));
+    walk(&dir.join("src"), &mut newest);
+    newest
 }
 
 impl JavaPeer {
@@ -185,13 +206,14 @@ pub async fn scripts_run(raw: &fred::clients::Client) -> u64 {
 }
 
 /// Waits until a Java `lock` sent after `scripts_before` is really waiting:
-/// subscribed, and its retry after subscribing has run on Redis.
+/// subscribed, its retry after subscribing run on Redis, and (Redisson 3.x)
+/// its wake-up listener queued.
 pub async fn java_is_waiting(
+    java: &JavaPeer,
     server: &super::RedisServer,
     raw: &fred::clients::Client,
     channel: &str,
     scripts_before: u64,
-    version: &str,
 ) {
     super::await_subscribers(server, channel, 1).await;
     within("Java's retry after subscribing", async {
@@ -200,12 +222,19 @@ pub async fn java_is_waiting(
         }
     })
     .await;
-    if version.starts_with("3.") {
-        // Redisson 3.16 registers its wake-up listener only after handling
-        // that retry's reply; an unlock message arriving in between is missed
-        // and it sleeps until the TTL (observed: lock free, Java subscribed,
-        // no further attempt; docs/interop.md). That happens inside the JVM
-        // with no event to await, so give it a moment.
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
+    java_listening(java).await;
+}
+
+/// Waits until the peer's waiter can be woken by a message. Redisson 3.16
+/// queues its wake-up listener only after handling the reply to the retry it
+/// makes after subscribing; an unlock message arriving in between is missed
+/// and it sleeps until the TTL (docs/interop.md). The peer reports the queued
+/// listeners; Redisson 4 keeps none ("unsupported") and has no such gap.
+pub async fn java_listening(java: &JavaPeer) {
+    within("Java's wake-up listener queued", async {
+        while java.ok("wakeListeners").await == "0" {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await;
 }

@@ -272,6 +272,19 @@ sites came from `perf record -g` and heaptrack on a frame-pointer build.
   get it; the change belongs in fred.
 * A coalescer of our own in front of fred cannot help for the same reason: fred flushes each
   script even inside a pipeline.
+* The traffic split over several connections (single `profile` runs, one after the other on
+  the same server). fred drives each connection from one task that writes and flushes each
+  script, and that caps one connection: the fred floor over 2 connections
+  (`FLOOR_POOL=2 cargo run --release -p redisson-lock-bench -- profile floor 256 3`) rose from
+  78k–85k to 93k–95k pairs/s at 256 tasks, and from 42k–44k to 64k–69k at 16, while its CPU
+  per pair fell from 10.2–11.4 to 8.5–8.9 µs (the redis-rs wire floor: 97k at 256, 5.1 µs).
+  redisson-lock with its lock writes spread over 2, 4 or 8 connections by hash slot (the
+  writer pool it uses on replicated deployments, tried on the single server) stayed at
+  70k–75k at 256 (73k–75k with 1) and moved within the noise at 16 (45k–56k, against
+  47k–49k with 1). Not adopted. At 256 the client's own CPU, about 16 µs per pair, and
+  redis-server already fill the 2 cores (16 µs × 74k is 1.2 cores; Redis uses about 0.7).
+  Reaching the wire floor there takes under about 10 µs of client CPU per pair, which is less
+  than the fred floor itself uses on one connection.
 
 ## 2 and 3. Hand-off latency, and the cost of a hand-off
 

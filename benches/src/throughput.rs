@@ -359,7 +359,9 @@ where
 /// The floor: the crate's own acquire and unlock scripts, sent back to back
 /// as EVALSHA through one fred client, with nothing else around them.
 struct Floor {
-    client: Client,
+    /// `FLOOR_POOL=n` (default 1): the tasks spread over n connections, by
+    /// lock name (an experiment of issue 15; docs/benchmarks.md).
+    pool: Vec<Client>,
     acquire: String,
     unlock: String,
 }
@@ -375,16 +377,24 @@ impl Floor {
             .script_load(include_str!("../../lua/lock/unlock.lua"))
             .await
             .unwrap();
+        let n: usize = std::env::var("FLOOR_POOL")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(1);
+        let mut pool = vec![client];
+        for _ in 1..n {
+            pool.push(server.raw().await);
+        }
         Floor {
-            client,
+            pool,
             acquire,
             unlock,
         }
     }
 
     async fn lock_unlock(&self, name: &str, field: &str, n: u64) {
-        let acquired: Option<i64> = self
-            .client
+        let client = &self.pool[redis_protocol_slot(name) % self.pool.len()];
+        let acquired: Option<i64> = client
             .evalsha(
                 &self.acquire,
                 vec![name],
@@ -395,8 +405,7 @@ impl Floor {
         assert!(acquired.is_none());
         let channel = format!("redisson_lock__channel:{{{name}}}");
         let latch = format!("redisson_unlock_latch:{{{name}}}:{field}{n:016x}");
-        let released: i64 = self
-            .client
+        let released: i64 = client
             .evalsha(
                 &self.unlock,
                 vec![name, channel.as_str(), latch.as_str()],
@@ -637,4 +646,10 @@ pub fn table(rows: &[Row]) -> String {
         );
     }
     out
+}
+
+/// Spreads the floor's locks over its connections the way redisson-lock
+/// spreads its writers: by the name's hash slot.
+fn redis_protocol_slot(name: &str) -> usize {
+    usize::from(redisson_lock::naming::slot(name))
 }

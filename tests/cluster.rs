@@ -192,6 +192,52 @@ async fn waiters_follow_their_shard_subscription_through_failover_and_resharding
     waiter.shutdown().await;
 }
 
+/// A client whose slot map is stale after a resharding sends its acquire to
+/// the old owner, which refuses it with MOVED. The script did not run, so the
+/// client sends it again to the new owner: the lock is taken, once, with no
+/// read to resolve an unknown outcome (fred would otherwise follow the
+/// redirect past the one write attempt a script gets, and fail it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_refused_with_moved_is_sent_again_to_the_new_owner() {
+    let cluster = Cluster::start().await;
+    let client = connect(&cluster, Duration::from_secs(3)).await;
+    let name = "manifests";
+    let lock = client.lock(name).unwrap();
+    // The client learns the slot's owner.
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    let from = cluster.owner_of(naming::slot(name)).await;
+    let to = *cluster
+        .primaries()
+        .await
+        .iter()
+        .find(|p| **p != from)
+        .unwrap();
+    cluster.migrate_slot(naming::slot(name), to).await;
+    let moved_before = common::topology::error_count(from, "MOVED").await;
+    let new_owner = node_client(to).await;
+    let (scripts_before, reads_before) = (
+        command_calls(&new_owner, "evalsha").await,
+        command_calls(&new_owner, "hget").await,
+    );
+
+    let guard = lock.lock().await.expect("acquired on the new owner");
+
+    assert!(common::topology::error_count(from, "MOVED").await > moved_before);
+    assert_eq!(
+        command_calls(&new_owner, "evalsha").await,
+        scripts_before + 1,
+        "the acquire ran once on the new owner"
+    );
+    assert_eq!(
+        command_calls(&new_owner, "hget").await,
+        reads_before,
+        "no read to resolve an unknown outcome"
+    );
+    assert_eq!(guard.hold_count().await.unwrap(), 1);
+    guard.unlock().await.unwrap();
+    client.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_acquire_no_replica_confirms_is_undone_and_refused() {
     let cluster = Cluster::start().await;

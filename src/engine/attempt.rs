@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fred::interfaces::{ClientLike, HashesInterface, KeysInterface};
+use fred::interfaces::{HashesInterface, KeysInterface};
 use tokio::time::Instant;
 
 use crate::engine::hold::{Admit, Hold};
@@ -243,12 +243,7 @@ async fn resolve_acquire(
         name: lock.name.to_string(),
         cause: format!("{cause}; then {e}"),
     };
-    // A read may be re-sent (and follow a redirect) safely.
-    let options = fred::types::config::Options {
-        max_attempts: Some(3),
-        ..Default::default()
-    };
-    let redis = lock.engine.writer(&lock.name).with_options(&options);
+    let redis = lock.engine.reader(&lock.name);
     let count: Option<i64> = lock
         .query(redis.hget(&*lock.name, field))
         .await

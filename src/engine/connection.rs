@@ -129,6 +129,13 @@ fn builder(config: &Config, fred_config: FredConfig, attempts: u32) -> Builder {
             c.connection_timeout = config.connect_timeout;
             c.internal_command_timeout = config.timeout;
             c.max_command_attempts = attempts;
+            if attempts == 1 {
+                // fred replaces a command's `max_redirections: Some(0)` with
+                // the connection's, so a script may follow no redirect only
+                // if its connection allows none (`script::once`). Reads on
+                // these connections allow some again (`Engine::reader`).
+                c.max_redirections = 0;
+            }
         })
         .with_performance_config(|p| {
             p.default_command_timeout = config.timeout;

@@ -112,6 +112,18 @@ impl Engine {
         self.writer_of_slot(naming::slot(name))
     }
 
+    /// Reads of lock `name`, on its writer so that they are ordered after
+    /// its writes. A read may be re-sent and follow a redirect safely, which
+    /// the writer itself allows no script.
+    pub(crate) fn reader(&self, name: &str) -> fred::clients::WithOptions<Client> {
+        let options = fred::types::config::Options {
+            max_attempts: Some(3),
+            max_redirections: Some(5),
+            ..Default::default()
+        };
+        self.writer(name).with_options(&options)
+    }
+
     fn writer_of_slot(&self, slot: u16) -> &Client {
         &self.writers[usize::from(slot) % self.writers.len()]
     }

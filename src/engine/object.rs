@@ -7,7 +7,6 @@ use std::future::Future;
 use std::sync::Arc;
 
 use fred::clients::{Client, WithOptions};
-use fred::interfaces::ClientLike;
 use fred::types::Value;
 
 use crate::engine::kind::{Latch, ScriptCall};
@@ -64,11 +63,7 @@ impl Object {
 
     /// The connection for reads of this object, after its writes.
     pub(crate) fn reader(&self) -> WithOptions<Client> {
-        let options = fred::types::config::Options {
-            max_attempts: Some(3),
-            ..Default::default()
-        };
-        self.engine.writer(&self.name).with_options(&options)
+        self.engine.reader(&self.name)
     }
 
     /// Runs a script once: for scripts that are harmless to run twice

@@ -168,7 +168,9 @@ async fn send(
 /// after a lost connection, where the script may have run. With no
 /// redirection allowed, a redirect is its own error ("Too many redirections",
 /// see `Error::was_redirected`): the node refused the script, so the caller
-/// may send it again once fred has re-read the slot map.
+/// may send it again; after a MOVED fred has re-read the slot map first.
+/// fred honours `Some(0)` only on a connection that allows no redirect
+/// either, which script connections do (`connection::builder`).
 fn once(timeout: Duration) -> Options {
     Options {
         max_attempts: Some(1),

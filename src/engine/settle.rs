@@ -164,7 +164,7 @@ pub(crate) async fn give_back_untracked(lock: &RawLock, hold: &Arc<Hold>) {
     let engine = &lock.engine;
     let field = hold.field(&engine.id);
     let count: Result<Option<i64>> = lock
-        .query(engine.writer(&lock.name).hget(&*lock.name, &field))
+        .query(engine.reader(&lock.name).hget(&*lock.name, &field))
         .await;
     let extra = match count {
         Ok(count) => count.unwrap_or(0) - i64::from(hold.count()),

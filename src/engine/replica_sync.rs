@@ -26,6 +26,7 @@ use parking_lot::Mutex;
 
 use crate::config::{Config, ReplicaQuorum};
 use crate::engine::kind::ScriptCall;
+use crate::engine::script::WaitFor;
 use crate::error::{Error, Result};
 
 /// How long a replica count read from INFO is trusted.
@@ -113,9 +114,12 @@ impl ReplicaSync {
                 redis,
                 self.timeout,
                 slot,
-                (call, rebuild),
-                target,
-                self.wait,
+                call,
+                rebuild,
+                WaitFor {
+                    replicas: target,
+                    timeout: self.wait,
+                },
             )
             .await?;
         let Some(acked) = acked else {

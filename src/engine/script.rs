@@ -73,18 +73,18 @@ impl Script {
         redis: &Client,
         timeout: Duration,
         slot: u16,
-        (call, rebuild): (ScriptCall, &(dyn Fn() -> ScriptCall + Sync)),
-        replicas: i64,
-        wait: Duration,
+        call: ScriptCall,
+        rebuild: &(dyn Fn() -> ScriptCall + Sync),
+        wait: WaitFor,
     ) -> Result<(Value, Option<i64>)> {
-        let limit = timeout + wait;
+        let limit = timeout + wait.timeout;
         let argv = call.into_argv(self.sha1.clone());
-        let first = send_then_wait(redis, limit, "EVALSHA", argv, slot, replicas, wait).await;
+        let first = send_then_wait(redis, limit, "EVALSHA", argv, slot, wait).await;
         let (reply, acked) = match first {
             // NOSCRIPT means the script did not run: sending its text is safe.
             Err(Error::Redis { message: msg, .. }) if msg.starts_with("NOSCRIPT") => {
                 let argv = rebuild().into_argv(Value::from_static_str(self.text));
-                send_then_wait(redis, limit, "EVAL", argv, slot, replicas, wait).await?
+                send_then_wait(redis, limit, "EVAL", argv, slot, wait).await?
             }
             other => other?,
         };
@@ -92,15 +92,21 @@ impl Script {
     }
 }
 
-/// `cmd argv` then `WAIT replicas wait`, as one pipeline with one attempt.
+/// The `WAIT <replicas> <timeout>` that follows a script.
+#[derive(Clone, Copy)]
+pub(crate) struct WaitFor {
+    pub(crate) replicas: i64,
+    pub(crate) timeout: Duration,
+}
+
+/// `cmd argv` then `WAIT`, as one pipeline with one attempt.
 async fn send_then_wait(
     redis: &Client,
     timeout: Duration,
     cmd: &'static str,
     argv: Vec<Value>,
     slot: u16,
-    replicas: i64,
-    wait: Duration,
+    wait: WaitFor,
 ) -> Result<(Value, Option<i64>)> {
     let options = once(timeout);
     let pipeline = fred::clients::Pipeline::from(redis.with_options(&options));
@@ -114,7 +120,10 @@ async fn send_then_wait(
     pipeline
         .custom::<(), Value>(
             wait_cmd,
-            vec![replicas.into(), (wait.as_millis() as i64).into()],
+            vec![
+                wait.replicas.into(),
+                (wait.timeout.as_millis() as i64).into(),
+            ],
         )
         .await
         .map_err(queue)?;

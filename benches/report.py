@@ -217,6 +217,13 @@ taken from the server.
 Against the targets, at equal concurrency:
 
 {targets}
+At concurrency 1 the ratios move from run to run more than at 16 or 256: a pair there is two
+lone round trips, and each wakes an idle thread. In the rerun below, single 3 s passes of
+rslock ranged from 9.3k to 12.1k pairs/s. Earlier full runs had redisson-lock at 1.06x of the wire
+floor and 2.1x Redisson at concurrency 1 (session 7). A throughput-only rerun right after the
+run above had it at 0.88x and 1.7x (`cargo run --release -p redisson-lock-bench --
+throughput-only`).
+
 ### Where the time goes
 
 * **At concurrency 1 and 16** the round trip dominates; redisson-lock is at
@@ -241,7 +248,12 @@ Against the targets, at equal concurrency:
     and the settle-on-drop guards that make acquire and unlock safe to cancel;
   * the unlock's request id and latch key, and the batched latch `DEL`;
   * the tracing spans (disabled, but entered on every poll).
-  None of these is larger than about 0.4 µs per pair.
+  None of these is larger than about 0.4 µs per pair. One cost is spread through them (a
+  second profile, session 8): the names formatted per call, that is the owner's field, the
+  channel and the latch key. `format` takes about 0.9 µs per pair. The field is not kept per
+  hold, because that would cost about 56 bytes per held lock, over the 300-byte target below.
+  Copies of large futures (`memmove`, about 9% of the runtime threads' samples) weigh the
+  same in the floor.
 
 ### What we tried (issue 15)
 

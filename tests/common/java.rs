@@ -229,7 +229,8 @@ pub async fn java_is_waiting(
 /// queues its wake-up listener only after handling the reply to the retry it
 /// makes after subscribing; an unlock message arriving in between is missed
 /// and it sleeps until the TTL (docs/interop.md). The peer reports the queued
-/// listeners; Redisson 4 keeps none ("unsupported") and has no such gap.
+/// listeners; 3.52 and 4.x do not expose them ("unsupported"), and Redisson
+/// 4.7.0 never showed the gap.
 pub async fn java_listening(java: &JavaPeer) {
     within("Java's wake-up listener queued", async {
         while java.ok("wakeListeners").await == "0" {

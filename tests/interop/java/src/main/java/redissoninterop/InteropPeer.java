@@ -451,7 +451,7 @@ public final class InteropPeer {
 
     /**
      * Redisson 3.16's waiters queued for a wake-up message, over every lock entry of this
-     * client ("unsupported" where Redisson keeps none). A 3.16 waiter queues its listener only
+     * client ("unsupported" where Redisson does not expose them: 3.52 and 4.x). A 3.16 waiter queues its listener only
      * after handling the reply to its retry, and a message that comes earlier is missed
      * (docs/interop.md), so tests wait for this before they unlock.
      */

@@ -110,9 +110,6 @@ async fn acquire_locked(
     let engine = &lock.engine;
     let field = hold.field(&engine.id);
     let mut attempt = 1;
-    // Re-sends after a MOVED/ASK that fred refused to follow (one attempt
-    // allowed): the server did not run the script.
-    let mut resends = 0;
     loop {
         let sent_at = Instant::now();
         if hold.count() > 0 {
@@ -128,13 +125,6 @@ async fn acquire_locked(
                     return Err(script::unexpected("acquire", &value));
                 }
             },
-            Err(e) if e.was_redirected() && resends < engine.config.retry_attempts => {
-                // Refused by a node that no longer owns the slot: the script
-                // did not run, so sending it again (to the new owner) cannot
-                // take the lock twice.
-                resends += 1;
-                continue;
-            }
             // Whether the replicas have it stays unknown here; the watchdog's
             // synced renewals cover it from the next cycle.
             Err(e) if e.outcome_unknown() => {

@@ -130,16 +130,25 @@ impl Engine {
 
     /// Runs the lock script `build` makes once, on the writer of its first
     /// key, then waits for replicas if the deployment has them. `build` runs
-    /// a second time only if the server does not have the script cached.
+    /// again only if the server does not have the script cached, or if the
+    /// node refused it with a redirect (see [`Engine::resend_redirected`]).
     pub(crate) async fn write(
         &self,
         build: impl Fn() -> ScriptCall + Sync,
     ) -> Result<(Value, Synced)> {
-        let call = build();
-        let slot = naming::slot(&call.keys[0]);
-        self.replica_sync
-            .run(self.writer_of_slot(slot), slot, call, &build)
-            .await
+        let mut resends = 0;
+        loop {
+            let call = build();
+            let slot = naming::slot(&call.keys[0]);
+            match self
+                .replica_sync
+                .run(self.writer_of_slot(slot), slot, call, &build)
+                .await
+            {
+                Err(e) if self.resend_redirected(&e, &mut resends) => {}
+                done => return done,
+            }
+        }
     }
 
     /// Runs the script `build` makes once on the writer of its first key,
@@ -149,17 +158,30 @@ impl Engine {
         &self,
         build: impl Fn() -> ScriptCall + Sync,
     ) -> Result<Value> {
-        let call = build();
-        let slot = naming::slot(&call.keys[0]);
-        call.script
-            .run(
-                self.writer_of_slot(slot),
-                self.config.timeout,
-                slot,
-                call,
-                &build,
-            )
-            .await
+        let mut resends = 0;
+        loop {
+            let call = build();
+            let slot = naming::slot(&call.keys[0]);
+            let timeout = self.config.timeout;
+            match call
+                .script
+                .run(self.writer_of_slot(slot), timeout, slot, call, &build)
+                .await
+            {
+                Err(e) if self.resend_redirected(&e, &mut resends) => {}
+                done => return done,
+            }
+        }
+    }
+
+    /// Whether to send a script again after `e`: yes, up to `retry_attempts`
+    /// times, when a node refused it with `MOVED` or `ASK`. It did not run
+    /// there, so sending it to the slot's owner cannot apply it twice, and
+    /// after a `MOVED` fred has re-read the slot map before giving up.
+    fn resend_redirected(&self, e: &Error, resends: &mut u32) -> bool {
+        let resend = e.was_redirected() && *resends < self.config.retry_attempts;
+        *resends += u32::from(resend);
+        resend
     }
 
     /// How long shutdown waits for operations in flight: an unlock's whole

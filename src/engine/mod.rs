@@ -113,8 +113,8 @@ impl Engine {
     }
 
     /// Reads of lock `name`, on its writer so that they are ordered after
-    /// its writes. A read may be re-sent and follow a redirect safely, which
-    /// the writer itself allows no script.
+    /// its writes. Unlike a script, a read may safely be re-sent and follow
+    /// a redirect, so it gets back what the writer's connection forbids.
     pub(crate) fn reader(&self, name: &str) -> fred::clients::WithOptions<Client> {
         let options = fred::types::config::Options {
             max_attempts: Some(3),

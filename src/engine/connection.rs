@@ -12,6 +12,7 @@ use fred::types::{Builder, ClusterHash, CustomCommand, Value};
 use tokio::sync::watch;
 
 use crate::config::{Config, ShardedSubscriptionMode};
+use crate::engine::coalesce::Lane;
 use crate::engine::hold::Holds;
 use crate::engine::hub::Hub;
 use crate::engine::lifecycle::Lifecycle;
@@ -100,12 +101,16 @@ impl Engine {
         let lifecycle = Lifecycle::new();
         let hub = Hub::start(subscriber, sharded, &config, &lifecycle);
         let latches = LatchSweeper::start(redis.clone(), slot_grouped);
+        let writers = writers
+            .into_iter()
+            .map(|w| Lane::new(w, config.timeout, slot_grouped))
+            .collect();
         let engine = Arc::new(Engine {
             id: uuid::Uuid::new_v4().to_string().into(),
             replica_sync: ReplicaSync::new(&config, replicated),
             config,
-            redis,
             writers,
+            redis,
             hub,
             holds: Holds::default(),
             loans: Default::default(),

@@ -23,6 +23,7 @@
 //! | `lifecycle`, `reentry`, `connection` | shutdown, scoped re-entry, building the connections |
 
 pub(crate) mod attempt;
+pub(crate) mod coalesce;
 pub(crate) mod connection;
 pub(crate) mod hold;
 pub(crate) mod hub;
@@ -54,6 +55,7 @@ use tokio::sync::watch;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::naming;
+use coalesce::{Lane, Route};
 use hold::Holds;
 use hub::Hub;
 use kind::ScriptCall;
@@ -72,8 +74,9 @@ pub(crate) struct Engine {
     /// Connections for lock writes; a lock always uses the same one, so a read
     /// that resolves a lost reply is ordered after the write. Just `redis` on
     /// a single server; a pool on replicated deployments, where each write's
-    /// WAIT occupies its connection until the replicas answer.
-    writers: Vec<Client>,
+    /// WAIT occupies its connection until the replicas answer. Each with
+    /// the queue that batches its scripts under load.
+    writers: Vec<Arc<Lane>>,
     pub(crate) replica_sync: ReplicaSync,
     pub(crate) hub: Arc<Hub>,
     pub(crate) holds: Holds,
@@ -125,6 +128,10 @@ impl Engine {
     }
 
     fn writer_of_slot(&self, slot: u16) -> &Client {
+        self.lane_of_slot(slot).client()
+    }
+
+    fn lane_of_slot(&self, slot: u16) -> &Arc<Lane> {
         &self.writers[usize::from(slot) % self.writers.len()]
     }
 
@@ -140,11 +147,16 @@ impl Engine {
         loop {
             let call = build();
             let slot = naming::slot(&call.keys[0]);
-            match self
-                .replica_sync
-                .run(self.writer_of_slot(slot), slot, call, &build)
-                .await
-            {
+            let sent = if self.replica_sync.is_enabled() {
+                self.replica_sync
+                    .run(self.writer_of_slot(slot), slot, call, &build)
+                    .await
+            } else {
+                self.send(slot, call, &build)
+                    .await
+                    .map(|reply| (reply, Synced::NotWaited))
+            };
+            match sent {
                 Err(e) if self.resend_redirected(&e, &mut resends) => {}
                 done => return done,
             }
@@ -162,16 +174,50 @@ impl Engine {
         loop {
             let call = build();
             let slot = naming::slot(&call.keys[0]);
-            let timeout = self.config.timeout;
-            match call
-                .script
-                .run(self.writer_of_slot(slot), timeout, slot, call, &build)
-                .await
-            {
+            match self.send(slot, call, &build).await {
                 Err(e) if self.resend_redirected(&e, &mut resends) => {}
                 done => return done,
             }
         }
+    }
+
+    /// Sends `call` once on the writer of `slot`: on its own when nothing
+    /// else of that connection awaits a reply, otherwise in the batch of this
+    /// scheduler tick (see [`coalesce`]).
+    async fn send(
+        &self,
+        slot: u16,
+        call: ScriptCall,
+        build: &(dyn Fn() -> ScriptCall + Sync),
+    ) -> Result<Value> {
+        let lane = self.lane_of_slot(slot);
+        lane.after_abandoned().await;
+        let timeout = self.config.timeout;
+        match lane.route(call, slot) {
+            Route::Alone(call, _in_flight) => {
+                call.script
+                    .run(lane.client(), timeout, slot, call, build)
+                    .await
+            }
+            Route::Queued(waiting) => match waiting.reply().await {
+                Some(reply) => reply,
+                // The batch did not run (its script was not cached yet).
+                None => {
+                    let call = build();
+                    call.script
+                        .run(lane.client(), timeout, slot, call, build)
+                        .await
+                }
+            },
+        }
+    }
+
+    /// Returns once every script abandoned by its caller on the writer of
+    /// lock `name` has been sent: a settlement reads after it.
+    pub(crate) async fn after_abandoned(&self, name: &str) {
+        self.lane_of_slot(naming::slot(name))
+            .after_abandoned()
+            .await;
     }
 
     /// Whether to send a script again after `e`: yes, up to `retry_attempts`
@@ -220,7 +266,7 @@ impl Engine {
         self.hub.quit().await;
         let _ = self.redis.quit().await;
         for writer in &self.writers {
-            let _ = writer.quit().await;
+            let _ = writer.client().quit().await;
         }
     }
 }
@@ -230,7 +276,7 @@ impl Drop for Engine {
         self.lifecycle.stop();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let mut clients = vec![self.redis.clone()];
-            clients.extend(self.writers.iter().cloned());
+            clients.extend(self.writers.iter().map(|w| w.client().clone()));
             runtime.spawn(async move {
                 for client in clients {
                     let _ = client.quit().await;

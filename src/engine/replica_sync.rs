@@ -71,6 +71,11 @@ impl ReplicaSync {
         }
     }
 
+    /// Whether lock writes wait for replicas.
+    pub(crate) fn is_enabled(&self) -> bool {
+        self.enabled.load(Ordering::Relaxed)
+    }
+
     /// Runs `call` once on `redis` (the node owning its first key, in
     /// `slot`), then waits for that node's replicas. `rebuild` makes the call
     /// again for a `NOSCRIPT` fallback.

@@ -7,6 +7,7 @@
 //! `max_attempts = 1`, on a client that is also built with
 //! `max_command_attempts = 1`.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use fred::clients::Client;
@@ -22,14 +23,69 @@ pub(crate) struct Script {
     text: &'static str,
     /// The SHA-1 as a ready argument: cloning it shares its bytes.
     sha1: Value,
+    /// The same script run once per call of a batch, made when first needed.
+    each: OnceLock<Box<Script>>,
 }
+
+/// The batch runner, with a `--BODY--` line where a script's text goes.
+const EACH: &str = include_str!("../../lua/engine/each.lua");
 
 impl Script {
     pub(crate) fn new(text: &'static str) -> Self {
         Script {
             text,
             sha1: fred::util::sha1_hash(text).into(),
+            each: OnceLock::new(),
         }
+    }
+
+    /// This script wrapped to run once per call of a batch (see
+    /// `engine::coalesce`). Made once per script, and kept for good: scripts
+    /// are statics.
+    pub(crate) fn each(&self) -> &Script {
+        self.each.get_or_init(|| {
+            let text = EACH.replacen("--BODY--", self.text, 1);
+            Box::new(Script::new(Box::leak(text.into_boxed_str())))
+        })
+    }
+
+    /// Sends `call` as `EVALSHA` only, with one attempt: a `NOSCRIPT` error
+    /// comes back to the caller.
+    pub(crate) async fn send_cached(
+        &self,
+        redis: &Client,
+        timeout: Duration,
+        slot: u16,
+        call: ScriptCall,
+    ) -> Result<Value> {
+        send(
+            redis,
+            timeout,
+            "EVALSHA",
+            call.into_argv(self.sha1.clone()),
+            slot,
+        )
+        .await
+    }
+
+    /// `SCRIPT LOAD`s the script on the node owning `slot`. Loading twice
+    /// is harmless, so it may be re-sent.
+    pub(crate) async fn load(&self, redis: &Client, timeout: Duration, slot: u16) -> Result<()> {
+        let command = CustomCommand::new_static("SCRIPT", ClusterHash::Custom(slot), false);
+        let options = Options {
+            max_attempts: Some(3),
+            timeout: Some(timeout),
+            ..Options::default()
+        };
+        redis
+            .with_options(&options)
+            .custom::<Value, Value>(
+                command,
+                vec!["LOAD".into(), Value::from_static_str(self.text)],
+            )
+            .await
+            .map(drop)
+            .map_err(|e| Error::from_redis(&e, timeout))
     }
 
     /// Runs `call` once on the node that owns its first key (`slot`). On

@@ -163,6 +163,8 @@ impl Drop for FinishOnDrop {
 pub(crate) async fn give_back_untracked(lock: &RawLock, hold: &Arc<Hold>) {
     let engine = &lock.engine;
     let field = hold.field(&engine.id);
+    // An abandoned acquire may still be queued for a batch: read after it.
+    engine.after_abandoned(&lock.name).await;
     let count: Result<Option<i64>> = lock
         .query(engine.reader(&lock.name).hget(&*lock.name, &field))
         .await;

@@ -1,0 +1,312 @@
+//! Scripts that concurrent tasks send at the same moment go out together.
+//!
+//! fred writes and flushes every script on its own, so under load each one
+//! costs a system call and a pass through fred's command machinery, and the
+//! client runs out of CPU before Redis does; Redis, too, spends less per
+//! call when it reads many in one command. Here, once [`ALONE_BELOW`] calls
+//! of one connection await replies, a new one is queued instead: a task
+//! spawned for the queue sends everything queued by the end of that
+//! scheduler tick as one `EVALSHA` per script, shape and hash slot, running
+//! the same script once per call (`lua/engine/each.lua`), and hands each
+//! caller its own reply. Below that, every script goes out on its own,
+//! unchanged: a lone caller, or a few, pay nothing.
+//!
+//! What each call does on Redis is exactly what it would do alone, and it is
+//! still sent at most once: the batch has one attempt, and a lost batch
+//! reply is a lost reply for each of its calls, resolved by each as usual.
+//!
+//! A caller who stops waiting leaves its call in the queue, where it is sent
+//! all the same. Until it has been answered, no other script goes out on the
+//! connection, nor a settlement's read ([`Lane::after_abandoned`]): the
+//! settlement of that caller's operation reads the state on the same
+//! connection, and must read it after the call.
+
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::clients::Client;
+use fred::types::Value;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use crate::engine::kind::ScriptCall;
+use crate::engine::script;
+use crate::error::{Error, Result};
+
+/// Most calls in one batch; a larger queue goes out as several.
+const MOST_PER_BATCH: usize = 256;
+
+/// Below this many calls awaiting a reply on a connection, a call that finds
+/// the queue empty goes out on its own. Batching adds a hand-over between
+/// tasks to each reply, which costs more than it saves until the client runs
+/// short of CPU (see docs/benchmarks.md, "What we tried").
+const ALONE_BELOW: usize = 32;
+
+/// One write connection and the calls queued for it.
+pub(crate) struct Lane {
+    client: Client,
+    timeout: Duration,
+    /// Batches must not cross hash slots (a cluster, or a proxy in front of one).
+    slot_grouped: bool,
+    queue: Mutex<Vec<Queued>>,
+    /// Calls sent or queued, not yet answered.
+    in_flight: AtomicUsize,
+    /// Calls whose caller stopped waiting before they were sent.
+    abandoned: Mutex<Vec<Arc<Pending>>>,
+    any_abandoned: AtomicBool,
+}
+
+struct Queued {
+    call: ScriptCall,
+    slot: u16,
+    pending: Arc<Pending>,
+}
+
+/// A queued call's reply, once its batch is answered.
+#[derive(Default)]
+struct Pending {
+    /// `Some(None)`: the call did not run (its batch script was not cached
+    /// yet); the caller sends it itself.
+    reply: Mutex<Option<Option<Result<Value>>>>,
+    done: AtomicBool,
+    answered: Notify,
+}
+
+impl Pending {
+    fn complete(&self, reply: Option<Result<Value>>) {
+        *self.reply.lock() = Some(reply);
+        self.done.store(true, Ordering::Release);
+        self.answered.notify_waiters();
+    }
+
+    async fn until_done(&self) {
+        loop {
+            let mut answered = pin!(self.answered.notified());
+            answered.as_mut().enable();
+            if self.done.load(Ordering::Acquire) {
+                return;
+            }
+            answered.await;
+        }
+    }
+}
+
+/// How a call goes out.
+pub(crate) enum Route {
+    /// On its own, now. The `Alone` counts it as in flight until dropped.
+    Alone(ScriptCall, Alone),
+    /// Queued for the next batch.
+    Queued(Waiting),
+}
+
+/// Counts a call sent on its own as in flight until dropped.
+pub(crate) struct Alone(Arc<Lane>);
+
+impl Drop for Alone {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// A caller waiting for its queued call's reply.
+pub(crate) struct Waiting {
+    lane: Arc<Lane>,
+    pending: Arc<Pending>,
+}
+
+impl Waiting {
+    /// The call's reply; `None` if it did not run and must be sent again.
+    pub(crate) async fn reply(self) -> Option<Result<Value>> {
+        self.pending.until_done().await;
+        self.pending.reply.lock().take().flatten()
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if !self.pending.done.load(Ordering::Acquire) {
+            self.lane.abandoned.lock().push(self.pending.clone());
+            self.lane.any_abandoned.store(true, Ordering::Release);
+        }
+    }
+}
+
+impl Lane {
+    pub(crate) fn new(client: Client, timeout: Duration, slot_grouped: bool) -> Arc<Self> {
+        Arc::new(Lane {
+            client,
+            timeout,
+            slot_grouped,
+            queue: Mutex::default(),
+            in_flight: AtomicUsize::new(0),
+            abandoned: Mutex::default(),
+            any_abandoned: AtomicBool::new(false),
+        })
+    }
+
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Sends `call` on its own while few calls of this lane await a reply,
+    /// otherwise queues it for the batch of this scheduler tick.
+    pub(crate) fn route(self: &Arc<Self>, call: ScriptCall, slot: u16) -> Route {
+        let mut queue = self.queue.lock();
+        let in_flight = self.in_flight.fetch_add(1, Ordering::AcqRel);
+        if queue.is_empty() && in_flight < ALONE_BELOW {
+            return Route::Alone(call, Alone(self.clone()));
+        }
+        let pending = Arc::new(Pending::default());
+        queue.push(Queued {
+            call,
+            slot,
+            pending: pending.clone(),
+        });
+        let first = queue.len() == 1;
+        drop(queue);
+        if first {
+            tokio::spawn(flush(self.clone()));
+        }
+        Route::Queued(Waiting {
+            lane: self.clone(),
+            pending,
+        })
+    }
+
+    /// Returns once every call abandoned by its caller has been sent and
+    /// answered, so whatever goes out next is ordered after them.
+    pub(crate) async fn after_abandoned(&self) {
+        while self.any_abandoned.load(Ordering::Acquire) {
+            let first = {
+                let mut abandoned = self.abandoned.lock();
+                abandoned.retain(|p| !p.done.load(Ordering::Acquire));
+                if abandoned.is_empty() {
+                    self.any_abandoned.store(false, Ordering::Release);
+                    return;
+                }
+                abandoned[0].clone()
+            };
+            first.until_done().await;
+        }
+    }
+}
+
+/// Sends what the lane queued by the end of this scheduler tick.
+async fn flush(lane: Arc<Lane>) {
+    // Let the tasks that are ready now queue their calls first.
+    tokio::task::yield_now().await;
+    let queued = std::mem::take(&mut *lane.queue.lock());
+    if queued.is_empty() {
+        return;
+    }
+    let n_calls = queued.len();
+    let batches = group(queued, lane.slot_grouped);
+    futures::future::join_all(batches.into_iter().map(|batch| send(&lane, batch))).await;
+    lane.in_flight.fetch_sub(n_calls, Ordering::AcqRel);
+}
+
+/// Splits calls into batches of one script, one shape (key and argument
+/// counts) and, if needed, one slot.
+fn group(queued: Vec<Queued>, slot_grouped: bool) -> Vec<Vec<Queued>> {
+    let mut batches: Vec<Vec<Queued>> = Vec::new();
+    for q in queued {
+        let same = |b: &Vec<Queued>| {
+            let first = &b[0];
+            b.len() < MOST_PER_BATCH
+                && std::ptr::eq(first.call.script, q.call.script)
+                && first.call.keys.len() == q.call.keys.len()
+                && first.call.args.len() == q.call.args.len()
+                && (!slot_grouped || first.slot == q.slot)
+        };
+        match batches.iter_mut().find(|b| same(b)) {
+            Some(batch) => batch.push(q),
+            None => batches.push(vec![q]),
+        }
+    }
+    batches
+}
+
+/// Sends one batch with one attempt and hands out the replies.
+async fn send(lane: &Lane, mut batch: Vec<Queued>) {
+    let (script, slot) = (batch[0].call.script, batch[0].slot);
+    if batch.len() == 1 {
+        let q = batch.pop().expect("one call");
+        let reply = script
+            .send_cached(&lane.client, lane.timeout, slot, q.call)
+            .await;
+        q.pending.complete(match reply {
+            Err(Error::Redis { message, .. }) if message.starts_with("NOSCRIPT") => None,
+            other => Some(other),
+        });
+        return;
+    }
+    let each = script.each();
+    let (nk, na) = (batch[0].call.keys.len(), batch[0].call.args.len());
+    let mut keys = Vec::with_capacity(batch.len() * nk);
+    let mut args = Vec::with_capacity(3 + batch.len() * na);
+    args.extend([batch.len() as i64, nk as i64, na as i64].map(Value::from));
+    let mut pending = Vec::with_capacity(batch.len());
+    for q in batch {
+        keys.extend(q.call.keys);
+        args.extend(q.call.args);
+        pending.push(q.pending);
+    }
+    let call = ScriptCall {
+        script: each,
+        keys,
+        args,
+    };
+    match each
+        .send_cached(&lane.client, lane.timeout, slot, call)
+        .await
+    {
+        Ok(Value::Array(replies)) if replies.len() == 2 * pending.len() => {
+            let mut replies = replies.into_iter();
+            for p in &pending {
+                let (code, reply) = (replies.next(), replies.next());
+                p.complete(Some(unpack(code, reply)));
+            }
+        }
+        Ok(other) => {
+            // It ran, but what each call did cannot be told: each resolves
+            // its outcome as after a lost reply.
+            let message = format!("unexpected reply to a batch of scripts: {other:?}");
+            for p in &pending {
+                p.complete(Some(Err(Error::connection(message.clone()))));
+            }
+        }
+        Err(Error::Redis { message, .. }) if message.starts_with("NOSCRIPT") => {
+            // Nothing ran. Load the batch script for next time; the callers
+            // send their calls on their own meanwhile.
+            if let Err(e) = each.load(&lane.client, lane.timeout, slot).await {
+                tracing::debug!(error = %e, "loading the batch script failed");
+            }
+            for p in &pending {
+                p.complete(None);
+            }
+        }
+        Err(e) => {
+            for p in &pending {
+                p.complete(Some(Err(e.clone())));
+            }
+        }
+    }
+}
+
+/// One call's two entries in a batch reply: `1, reply`, `2, 0` for nil, or
+/// `0, message`.
+fn unpack(code: Option<Value>, reply: Option<Value>) -> Result<Value> {
+    let reply = reply.unwrap_or(Value::Null);
+    match code.as_ref().and_then(script::as_i64) {
+        Some(1) => Ok(reply),
+        Some(2) => Ok(Value::Null),
+        Some(0) => Err(Error::redis(
+            reply.as_string().unwrap_or_else(|| format!("{reply:?}")),
+        )),
+        _ => Err(Error::connection(format!(
+            "unexpected entry in a batch reply: {code:?}, {reply:?}"
+        ))),
+    }
+}

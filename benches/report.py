@@ -238,22 +238,23 @@ throughput-only`).
     sender's system call also carries the delivery to Redis. A fred `Pipeline` does not change
     that: it writes each command through the same path, flush included.
   * redis-rs writes whatever concurrent tasks queued in one system call.
-* **redisson-lock spends {tp[(top, 'redisson-lock')]['cpu_us_per_op'] - tp[(top, 'floor')]['cpu_us_per_op']:.1f} µs
-  per pair above the fred floor** at {top}
-  ({tp[(top, 'redisson-lock')].get('allocs_per_op', 0) - tp[(top, 'floor')].get('allocs_per_op', 0):.0f} more
-  allocations). A `perf record` of both side by side
-  (`redisson-lock-bench profile lock|floor 256 4`) puts it in:
-  * the per-command timer that enforces `Config::timeout` (the floor sets none);
-  * the hold table (an entry per acquisition, retired at the release), the owner's `ops` slot
-    and the settle-on-drop guards that make acquire and unlock safe to cancel;
-  * the unlock's request id and latch key, and the batched latch `DEL`;
-  * the tracing spans (disabled, but entered on every poll).
-  None of these is larger than about 0.4 µs per pair. One cost is spread through them (a
-  second profile, session 8): the names formatted per call, that is the owner's field, the
-  channel and the latch key. `format` takes about 0.9 µs per pair. The field is not kept per
-  hold, because that would cost about 56 bytes per held lock, over the 300-byte target below.
-  Copies of large futures (`memmove`, about 9% of the runtime threads' samples) weigh the
-  same in the floor.
+* **redisson-lock sends scripts in batches under load** (`engine/coalesce.rs`): once 32
+  calls of a connection await replies, the calls of one scheduler tick go out as one
+  `EVALSHA` that runs the same script once per call (`lua/engine/each.lua`). That takes
+  fred's per-command cost (a `writev` each) off all but the first 32, and at {top} it uses
+  {tp[(top, 'redisson-lock')]['cpu_us_per_op']:.1f} µs of client CPU per pair
+  ({tp[(top, 'redisson-lock')].get('allocs_per_op', 0):.0f} allocations), against
+  {tp[(top, 'floor')]['cpu_us_per_op']:.1f} µs for the fred floor.
+* **Redis itself is the wire floor's limit at {top}.** Sampled from `/proc` during single
+  `profile` runs (session 9): redis-server used 99% of a core under the redis-rs wire floor
+  at 104.6k pairs/s (9.5 µs of server CPU per pair), and 72% of a core under redisson-lock
+  at 98.4k (7.3 µs per pair): one command per batch saves Redis the per-command work
+  (parsing, dispatch, statistics, a reply write) that the wrapper's loop costs less than.
+  What is left at {top} is the client's CPU plus Redis's on 2 cores. Beyond it, more than the
+  wire floor needs a client that uses less CPU per pair than this one does: the hold table,
+  the `ops` slot and settle-on-drop guards, the unlock's latch, the tracing spans and the
+  names formatted per call (about 0.9 µs) each cost up to about 0.4 µs per pair (a profile
+  of session 8, `redisson-lock-bench profile lock 256 4` under `perf record -g`).
 
 ### What we tried (issue 15)
 
@@ -267,6 +268,7 @@ sites came from `perf record -g` and heaptrack on a frame-pointer build.
 | each script's arguments no longer copied for a `NOSCRIPT` retry (rebuilt if one comes); the SHA-1 a shared value; no second timer around fred's | 58.3k–59.2k | 20.0–20.4 | 56.2 | 82k–84k |
 | fred's future (6.9 KB) boxed at the bottom instead of at acquire and release | 58.9k–60.1k | 20.0–20.2 | 58.2 | 81k |
 | no box at all on the hot path: acquire and release stay inline in the caller's future | 69.7k–69.8k | 16.8–16.9 | 54.2 | 81k |
+| session 9: scripts batched once 32 calls are in flight (one `EVALSHA` per script and shape, each call run by `lua/engine/each.lua`) | 94k–106k | 9.2–10.6 | 40.0 | 80k–82k |
 
 * The boxes cost more than their allocation count says. Boxing the acquisition copied about
   15 KB (8 KB for the release) per call, and a block that large bypasses glibc's per-thread
@@ -282,8 +284,22 @@ sites came from `perf record -g` and heaptrack on a frame-pointer build.
   10% (69.3k → 76.2k) and redisson-lock by 3%, when our own overhead dominated. It is not
   adopted: a `[patch]` applies only inside this workspace, so the crate's users would never
   get it; the change belongs in fred.
-* A coalescer of our own in front of fred cannot help for the same reason: fred flushes each
-  script even inside a pipeline.
+* Batching, in the order tried (session 9, single `profile` runs):
+  * a batch task for every queue, the calls run by `each.lua` with a reply table per call:
+    85k–95k at 256, client CPU 15.7 → 10.6 µs per pair, but Redis then spent more per pair
+    on the wrapper than it saved;
+  * one shape per batch (key and argument counts sent once, the tables reused, the replies a
+    flat list): 100k–101k at 256, Redis 7.3 µs per pair. Without `pcall` around each call it
+    was no faster (94k–98k), so an error stays the call's own;
+  * at 16 tasks, batching every call that found another in flight cost a quarter (34k–38k
+    against 48k–53k alone): each reply then passes from fred's task to the batch task to
+    the caller, one more cross-thread wake-up. Counting only sent calls, any threshold from 1
+    to 8 fell into that slow regime in some runs (37k–53k, bimodal). The threshold now counts
+    every call awaiting a reply, queued ones included, and batches from 32 on: 48k–51k at 16,
+    the same as before, and 97k–98k at 256.
+* fred's flush rule patched, measured again in session 9 after the changes above but before
+  batching: the fred floor 82k–87k against 80k–82k, redisson-lock 72.8k–72.9k against
+  72.6k–74.1k. Nothing for redisson-lock, whose CPU was elsewhere.
 * The traffic split over several connections (single `profile` runs, one after the other on
   the same server). fred drives each connection from one task that writes and flushes each
   script, and that caps one connection: the fred floor over 2 connections

@@ -101,15 +101,7 @@ impl Script {
         call: ScriptCall,
         rebuild: &(dyn Fn() -> ScriptCall + Sync),
     ) -> Result<Value> {
-        match send(
-            redis,
-            timeout,
-            "EVALSHA",
-            call.into_argv(self.sha1.clone()),
-            slot,
-        )
-        .await
-        {
+        match self.send_cached(redis, timeout, slot, call).await {
             Err(Error::Redis { message: msg, .. }) if msg.starts_with("NOSCRIPT") => {
                 let argv = rebuild().into_argv(Value::from_static_str(self.text));
                 send(redis, timeout, "EVAL", argv, slot).await

@@ -64,8 +64,11 @@ impl RedissonClient {
     /// # Ok(()) }
     /// ```
     pub async fn connect(config: Config) -> Result<Self> {
+        // Behind `dyn`, for the reason of `engine::boxed_reply`: starting
+        // awaits many fred futures.
+        let start: futures::future::BoxFuture<'static, _> = Box::pin(Engine::start(config));
         Ok(RedissonClient {
-            engine: Engine::start(config).await?,
+            engine: start.await?,
         })
     }
 

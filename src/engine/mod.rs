@@ -50,6 +50,7 @@ use std::time::Duration;
 use fred::clients::Client;
 use fred::interfaces::ClientLike;
 use fred::types::Value;
+use futures::future::BoxFuture;
 use tokio::sync::watch;
 
 use crate::config::Config;
@@ -63,6 +64,21 @@ use lifecycle::Lifecycle;
 use replica_sync::{ReplicaSync, Synced};
 use unlock_latch::LatchSweeper;
 use watchdog::WatchdogStats;
+
+/// A fred command's reply, awaited through a box.
+///
+/// fred's command futures nest many futures deep, and rustc lays out every
+/// future inside a spawned one in the crate that spawns it: with fred's
+/// futures inline at the bottom of ours, `tokio::spawn(async move {
+/// lock.lock().await })` went past rustc's default recursion limit in a
+/// fresh build ("queries overflow the depth limit"). Behind `dyn`, the layout
+/// stops here. One allocation per command; tests/spawnable.rs keeps the
+/// depth of every public future under half the default limit.
+pub(crate) fn boxed_reply<'a, T>(
+    call: impl std::future::Future<Output = std::result::Result<T, fred::error::Error>> + Send + 'a,
+) -> BoxFuture<'a, std::result::Result<T, fred::error::Error>> {
+    Box::pin(call)
+}
 
 /// The state one client shares with every lock object it hands out.
 pub(crate) struct Engine {

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use fred::clients::Client;
 use fred::interfaces::{ClientLike, ClusterInterface};
 use fred::types::{ClusterHash, CustomCommand, Value};
+use futures::future::BoxFuture;
 use parking_lot::Mutex;
 
 use crate::config::{Config, ReplicaQuorum};
@@ -94,8 +95,10 @@ impl ReplicaSync {
             return Ok((reply, Synced::NotWaited));
         }
         // Boxed, so that a deployment without replicas does not carry the
-        // larger replica path inside every write's future.
-        Box::pin(self.run_synced(redis, slot, call, rebuild)).await
+        // larger replica path inside every write's future, and behind `dyn`
+        // for the reason of `engine::boxed_reply`.
+        let synced: BoxFuture<'_, _> = Box::pin(self.run_synced(redis, slot, call, rebuild));
+        synced.await
     }
 
     async fn run_synced(

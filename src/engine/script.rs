@@ -15,6 +15,7 @@ use fred::interfaces::ClientLike;
 use fred::types::config::Options;
 use fred::types::{ClusterHash, CustomCommand, Value};
 
+use crate::engine::boxed_reply;
 use crate::engine::kind::ScriptCall;
 use crate::error::{Error, Result};
 
@@ -213,8 +214,8 @@ async fn send(
     let command = CustomCommand::new_static(cmd, ClusterHash::Custom(slot), false);
     let client = redis.with_options(&options);
     // fred's timeout (the options') covers the whole wait for the reply.
-    client
-        .custom::<Value, Value>(command, argv)
+    // Boxed: see `engine::boxed_reply`.
+    boxed_reply(client.custom::<Value, Value>(command, argv))
         .await
         .map_err(|e| Error::from_redis(&e, timeout))
 }

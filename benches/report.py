@@ -269,15 +269,24 @@ sites came from `perf record -g` and heaptrack on a frame-pointer build.
 | fred's future (6.9 KB) boxed at the bottom instead of at acquire and release | 58.9k–60.1k | 20.0–20.2 | 58.2 | 81k |
 | no box at all on the hot path: acquire and release stay inline in the caller's future | 69.7k–69.8k | 16.8–16.9 | 54.2 | 81k |
 | session 9: scripts batched once 32 calls are in flight (one `EVALSHA` per script and shape, each call run by `lua/engine/each.lua`) | 94k–106k | 9.2–10.6 | 40.0 | 80k–82k |
+| session 10: each fred command behind a boxed `dyn Future` (`engine::boxed_reply`), so that spawning `lock()` builds (below) | 106.9k–108.8k (95.6k–106.8k without, interleaved) | 8.5–8.6 | 40.3 | – |
 
 * The boxes cost more than their allocation count says. Boxing the acquisition copied about
   15 KB (8 KB for the release) per call, and a block that large bypasses glibc's per-thread
   cache: the two runtime threads then contended on the allocator's arena lock, which showed up
   as 2.7 µs of `futex` per pair (0.4 µs for the fred floor).
-* They had been added to keep a caller's async fn within rustc's layout depth. Measured with a
-  chain of async fns around `lock().await` + `unlock().await`, a caller can nest about 23 of
-  them either way; only the multi lock, which nests whole lock futures, needed boxes, and has them
-  around its members.
+* They had been added to keep a caller's future within rustc's recursion limit. Session 8
+  measured that a caller could nest about 23 async fns around `lock().await` +
+  `unlock().await` without them, but on an incremental build, where rustc reuses what it
+  computed before and walks less deep. Built from scratch (CI, session 10), a test spawning
+  `lock()` needed a limit of 131 against the default 128: rustc walks every nested future
+  to prove the spawned one `Send` and to lay it out, and fred's command futures, inline at the
+  bottom, were most of that depth. Each fred command is now boxed behind `dyn` where it is
+  awaited (`engine::boxed_reply`): our futures stay inline and small, and every public
+  future spawns under a limit of 64 (`tests/spawnable.rs`). That is one allocation more per
+  script (+2 per pair at 1 and 16 tasks; batched calls share their batch's). Interleaved
+  single `profile` runs against the commit before: at 1 task 11.7k–13.6k pairs/s against
+  11.7k–12.9k, at 16 46.8k–47.8k against 47.6k–50.1k, at 256 as in the table.
 * fred's flush rule, patched (`bash benches/fred-flush-experiment.sh`, a copy of fred 10.1 in
   `target/` with `Eval`, `EvalSha` and `_Custom` removed from `should_flush`, through
   `--config patch.crates-io...`): in the previous session it raised the fred floor at 256 by

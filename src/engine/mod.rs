@@ -179,6 +179,23 @@ impl Engine {
         }
     }
 
+    /// Runs a read (safe to send again), its error passed through
+    /// `wrong_type`, which names the object's type.
+    ///
+    /// Not an `async fn`: `call` is boxed before the future that awaits it
+    /// exists, so fred's future is not inlined in it (see [`boxed_reply`]).
+    pub(crate) fn query<'a, T: 'a>(
+        &'a self,
+        call: impl std::future::Future<Output = std::result::Result<T, fred::error::Error>> + Send + 'a,
+        wrong_type: impl FnOnce(Error) -> Error + 'a,
+    ) -> impl std::future::Future<Output = Result<T>> + 'a {
+        let call = boxed_reply(call);
+        async move {
+            call.await
+                .map_err(|e| wrong_type(Error::from_redis(&e, self.config.timeout)))
+        }
+    }
+
     /// Runs the script `build` makes once on the writer of its first key,
     /// without waiting for replicas: reads, and writes a replica loses no
     /// lock by missing.

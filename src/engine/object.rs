@@ -53,19 +53,11 @@ impl Object {
     }
 
     /// Runs a read (a query that may safely be re-sent).
-    ///
-    /// Not an `async fn`: `call` is boxed before the future that awaits it
-    /// exists, so fred's future is not inlined in it (see
-    /// [`crate::engine::boxed_reply`]).
     pub(crate) fn query<'a, T: 'a>(
         &'a self,
         call: impl Future<Output = std::result::Result<T, fred::error::Error>> + Send + 'a,
     ) -> impl Future<Output = Result<T>> + 'a {
-        let call = crate::engine::boxed_reply(call);
-        async move {
-            call.await
-                .map_err(|e| self.wrong_type(Error::from_redis(&e, self.engine.timeout())))
-        }
+        self.engine.query(call, |e| self.wrong_type(e))
     }
 
     /// The connection for reads of this object, after its writes.

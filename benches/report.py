@@ -218,11 +218,11 @@ Against the targets, at equal concurrency:
 
 {targets}
 At concurrency 1 the ratios move from run to run more than at 16 or 256: a pair there is two
-lone round trips, and each wakes an idle thread. In the rerun below, single 3 s passes of
-rslock ranged from 9.3k to 12.1k pairs/s. Earlier full runs had redisson-lock at 1.06x of the wire
-floor and 2.1x Redisson at concurrency 1 (session 7). A throughput-only rerun right after the
-run above had it at 0.88x and 1.7x (`cargo run --release -p redisson-lock-bench --
-throughput-only`).
+lone round trips, and each wakes an idle thread. Earlier full runs had redisson-lock at 1.06x
+(session 7) and 0.95x (session 9) of the wire floor at concurrency 1, and 2.1x and 1.7x
+Redisson. At 16 and 256 whole runs differ by a few percent: single 3 s `profile` passes of
+redisson-lock at 256 ranged from 106.9k to 113.9k pairs/s in session 10, the wire floor's from
+104.9k to 106.4k.
 
 ### Where the time goes
 

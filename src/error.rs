@@ -278,6 +278,12 @@ impl Error {
         // Redis 6 wraps a script's error (`ERR Error running script ...: WRONGTYPE`).
         self.reply().is_some_and(|msg| msg.contains("WRONGTYPE"))
     }
+
+    /// True for `NOSCRIPT`: the server does not have the script cached, so
+    /// it did not run, and sending its text instead cannot run it twice.
+    pub(crate) fn is_noscript(&self) -> bool {
+        matches!(self, Error::Redis { message, .. } if message.starts_with("NOSCRIPT"))
+    }
 }
 
 #[cfg(test)]

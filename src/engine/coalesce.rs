@@ -237,7 +237,7 @@ async fn send(lane: &Lane, mut batch: Vec<Queued>) {
             .send_cached(&lane.client, lane.timeout, slot, q.call)
             .await;
         q.pending.complete(match reply {
-            Err(Error::Redis { message, .. }) if message.starts_with("NOSCRIPT") => None,
+            Err(e) if e.is_noscript() => None,
             other => Some(other),
         });
         return;
@@ -277,7 +277,7 @@ async fn send(lane: &Lane, mut batch: Vec<Queued>) {
                 p.complete(Some(Err(Error::connection(message.clone()))));
             }
         }
-        Err(Error::Redis { message, .. }) if message.starts_with("NOSCRIPT") => {
+        Err(e) if e.is_noscript() => {
             // Nothing ran. Load the batch script for next time; the callers
             // send their calls on their own meanwhile.
             if let Err(e) = each.load(&lane.client, lane.timeout, slot).await {

@@ -103,12 +103,17 @@ impl Script {
         rebuild: &(dyn Fn() -> ScriptCall + Sync),
     ) -> Result<Value> {
         match self.send_cached(redis, timeout, slot, call).await {
-            Err(Error::Redis { message: msg, .. }) if msg.starts_with("NOSCRIPT") => {
-                let argv = rebuild().into_argv(Value::from_static_str(self.text));
-                send(redis, timeout, "EVAL", argv, slot).await
+            Err(e) if e.is_noscript() => {
+                send(redis, timeout, "EVAL", self.eval(rebuild), slot).await
             }
             other => other,
         }
+    }
+
+    /// The `EVAL` arguments of the call `rebuild` makes: the script's text,
+    /// then its keys and arguments.
+    fn eval(&self, rebuild: &(dyn Fn() -> ScriptCall + Sync)) -> Vec<Value> {
+        rebuild().into_argv(Value::from_static_str(self.text))
     }
 }
 
@@ -130,10 +135,8 @@ impl Script {
         let argv = call.into_argv(self.sha1.clone());
         let first = send_then_wait(redis, limit, "EVALSHA", argv, slot, wait).await;
         let (reply, acked) = match first {
-            // NOSCRIPT means the script did not run: sending its text is safe.
-            Err(Error::Redis { message: msg, .. }) if msg.starts_with("NOSCRIPT") => {
-                let argv = rebuild().into_argv(Value::from_static_str(self.text));
-                send_then_wait(redis, limit, "EVAL", argv, slot, wait).await?
+            Err(e) if e.is_noscript() => {
+                send_then_wait(redis, limit, "EVAL", self.eval(rebuild), slot, wait).await?
             }
             other => other?,
         };

@@ -99,15 +99,22 @@ async fn harness(args: Vec<String>) {
     if args.get(1).map(String::as_str) == Some("profile") {
         // One implementation alone, for a profiler:
         // `profile <floor|wire|lock> <concurrency> <seconds>`.
-        let imp = match args.get(2).map(String::as_str) {
-            Some("floor") => throughput::Impl::Floor,
-            Some("wire") => throughput::Impl::WireFloor,
-            _ => throughput::Impl::RedissonLock,
-        };
+        // A comma-separated list runs one after the other in this process.
         let c = args.get(3).and_then(|c| c.parse().ok()).unwrap_or(256);
         let secs = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(5);
-        let row = throughput::run_one(imp, &server, c, Duration::from_secs(secs)).await;
-        println!("{row}");
+        let list = args.get(2).map_or("lock", String::as_str);
+        for name in list.split(',') {
+            let imp = match name {
+                "floor" => throughput::Impl::Floor,
+                "wire" => throughput::Impl::WireFloor,
+                "rslock" => throughput::Impl::Rslock,
+                "crate" => throughput::Impl::RedissonCrate,
+                _ => throughput::Impl::RedissonLock,
+            };
+            server.flush().await;
+            let row = throughput::run_one(imp, &server, c, Duration::from_secs(secs)).await;
+            println!("{row}");
+        }
         return;
     }
     if args.get(1).map(String::as_str) == Some("handoff") {

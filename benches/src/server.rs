@@ -125,9 +125,15 @@ pub fn jvm_peer(url: &str, cluster: bool) -> tokio::process::Child {
 
 /// A redis-server on `port` without persistence, plus `extra` flags; returns
 /// once it accepts connections. Killed when the handle is dropped.
+///
+/// It runs in a session of its own (`setsid`, which execs it in place), as a
+/// service would: Linux's autogroup scheduler then gives it its own share of
+/// the CPU, instead of counting it as one more thread of this process, whose
+/// worker threads it would otherwise compete with (docs/benchmarks.md).
 pub async fn spawn_redis(port: u16, extra: &[&std::ffi::OsStr]) -> tokio::process::Child {
-    let mut child = tokio::process::Command::new("redis-server")
+    let mut child = tokio::process::Command::new("setsid")
         .args([
+            "redis-server",
             "--port",
             &port.to_string(),
             "--bind",

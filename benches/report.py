@@ -111,7 +111,8 @@ cores; Redisson's JVMs, with the same protocol, show p99 / p50 of
 With the waiters in one process the run-queue wait is only
 {", ".join(f"{x.get('worker_runqueue_us_per_handoff', 0):.0f}" for x in one[1:])} µs per hand-off, yet
 the p99 is still {", ".join(f"{x['p99_us']:.0f}" for x in one[1:])} µs. Two tools split it further;
-their figures are from single runs, not from the run above:
+their figures are from single runs of session 8, before the server had its own session, not
+from the run above:
 
 * `cargo run --release -p redisson-lock-bench -- handoff redisson-lock 1000 1 --monitor`
   records the server's `MONITOR` stream over the run and splits each hand-off at the unlock's
@@ -160,7 +161,10 @@ raw results are in [bench-results.json](bench-results.json), and
 `python3 benches/report.py` renders this page from them.
 
 * **Server.** The harness starts one `redis-server` {r['redis_version']} on a free port. Every
-  implementation talks to that server in the same run.
+  implementation talks to that server in the same run. It runs in a session of its own
+  (`setsid`), as a service would, so that Linux's autogroup scheduler gives it its own share
+  of the CPU rather than counting it as one more thread of the bench process (see
+  [below](#the-server-in-its-own-session-session-11)).
 * **Machine.** It has 2 cores, which Redis, the benchmark client and the JVM all share. On such
   a small machine the ratios tell more than the absolute numbers.
 * **Throughput cells.** Each cell runs {r['repetitions']} times for {r['duration_ms'] // 1000} s.
@@ -191,7 +195,9 @@ Three references run the same two scripts without any lock logic around them:
   crate is built on.
 * **redis-benchmark ceiling**: the server alone. redis-benchmark runs the acquire script, then
   the unlock script, over 16 connections with 16 commands in flight each; the two rates combine
-  into lock + unlock pairs per second. It has no client cost and no latency figures.
+  into lock + unlock pairs per second. It has no client cost and no latency figures. It is the
+  ceiling for one command per script call: redisson-lock's batches (below) run many calls per
+  command, which saves the server per-command work, so its share of the ceiling can pass 100%.
 
 And the lock clients:
 
@@ -217,18 +223,22 @@ taken from the server.
 Against the targets, at equal concurrency:
 
 {targets}
-At concurrency 1 the ratios move from run to run more than at 16 or 256: a pair there is two
-lone round trips, and each wakes an idle thread. Earlier full runs had redisson-lock at 1.06x
-(session 7) and 0.95x (session 9) of the wire floor at concurrency 1, and 2.1x and 1.7x
-Redisson. At 16 and 256 whole runs differ by a few percent: single 3 s `profile` passes of
-redisson-lock at 256 ranged from 106.9k to 113.9k pairs/s in session 10, the wire floor's from
-104.9k to 106.4k.
+At concurrency 1 the ratios move from run to run more than at 16 or 256. A pair there is two
+lone round trips, each of which wakes an idle thread, and on this machine pairs take either
+about 30 µs or about 150 µs. In one 3 s run at concurrency 1 (session 11), redisson-lock's pairs were 31–39 µs up to
+the 60th percentile and 132–191 µs from the 70th; the wire floor's were all 133–297 µs in that
+run and all 25–30 µs in others. The mix changes between runs of the same build, for every
+client alike. Earlier full runs had redisson-lock at 1.06x (session 7), 0.95x (session 9)
+and 1.09x (session 10) of the wire floor at concurrency 1, and 2.1x, 1.7x and 2.1x Redisson.
 
 ### Where the time goes
 
 * **At concurrency 1 and 16** the round trip dominates; redisson-lock is at
   {ratio(1, 'redisson-lock', 'redis-rs'):.2f}x and {ratio(16, 'redisson-lock', 'redis-rs'):.2f}x of
-  the wire floor.
+  the wire floor. At 16 no script is batched (fewer than 32 await replies): each goes out as
+  soon as its caller issues it. The wire floor's connection task writes what is queued in one
+  go, then reads the replies, and Redis is less busy under it than under redisson-lock (62%
+  of a core against 70%, below), with a higher p50.
 * **At {top}** the client's CPU decides. The fred floor itself reaches
   {ratio(top, 'floor', 'redis-rs'):.2f}x of the wire floor, at
   {tp[(top, 'floor')]['cpu_us_per_op']:.1f} µs of client CPU per pair against
@@ -245,22 +255,29 @@ redisson-lock at 256 ranged from 106.9k to 113.9k pairs/s in session 10, the wir
   {tp[(top, 'redisson-lock')]['cpu_us_per_op']:.1f} µs of client CPU per pair
   ({tp[(top, 'redisson-lock')].get('allocs_per_op', 0):.0f} allocations), against
   {tp[(top, 'floor')]['cpu_us_per_op']:.1f} µs for the fred floor.
-* **Redis itself is the wire floor's limit at {top}.** Sampled from `/proc` during single
-  `profile` runs (session 9): redis-server used 99% of a core under the redis-rs wire floor
-  at 104.6k pairs/s (9.5 µs of server CPU per pair), and 72% of a core under redisson-lock
-  at 98.4k (7.3 µs per pair): one command per batch saves Redis the per-command work
-  (parsing, dispatch, statistics, a reply write) that the wrapper's loop costs less than.
-  What is left at {top} is the client's CPU plus Redis's on 2 cores. Beyond it, more than the
-  wire floor needs a client that uses less CPU per pair than this one does: the hold table,
-  the `ops` slot and settle-on-drop guards, the unlock's latch, the tracing spans and the
-  names formatted per call (about 0.9 µs) each cost up to about 0.4 µs per pair (a profile
-  of session 8, `redisson-lock-bench profile lock 256 4` under `perf record -g`).
+* **Redis itself is the wire floor's limit at {top}.** Sampled with
+  `bash benches/redis-cpu.sh <wire|lock|floor> 256 3` (one `profile` pass each, session 11):
+  redis-server used 99–100% of a core under the redis-rs wire floor at 97k–103k pairs/s
+  (9.6–10.2 µs of server CPU per pair), 87–88% under the fred floor at 88k–90k (9.7–9.9 µs),
+  and 87–88% under redisson-lock at 120k–124k (7.0–7.2 µs). No client that sends one command
+  per script call gets much past the wire floor on this server; redisson-lock's batches save
+  Redis the per-command work (parsing, dispatch, statistics, a reply write), which costs more
+  than the wrapper's loop adds. At 16 tasks the same tool gives 62% of a core at 47k pairs/s
+  for the wire floor (13.3 µs per pair) and 70–71% at 60k–61k for redisson-lock (11.7 µs).
+* **What limits redisson-lock at {top}** is the client's CPU plus Redis's on 2 cores:
+  {tp[(top, 'redisson-lock')]['cpu_us_per_op']:.1f} µs of client CPU and about 7 µs of server
+  CPU per pair. The client's share beyond the fred floor's work: the hold table, the `ops` slot
+  and settle-on-drop guards, the unlock's latch, the tracing spans and the names formatted per
+  call (about 0.9 µs) each cost up to about 0.4 µs per pair (a profile of session 8,
+  `redisson-lock-bench profile lock 256 4` under `perf record -g`).
 
 ### What we tried (issue 15)
 
 Single runs of `cargo run --release -p redisson-lock-bench -- profile lock 256 3` against
 `... profile floor 256 3`, one after the other on the same server; the profile and allocation
-sites came from `perf record -g` and heaptrack on a frame-pointer build.
+sites came from `perf record -g` and heaptrack on a frame-pointer build. The figures up to
+session 10 come from the old harness, with Redis in the bench process's session (see the
+server's own session below).
 
 | change | redisson-lock ops/s at 256 | client CPU µs / pair | allocations / pair | fred floor ops/s, same runs |
 |---|---|---|---|---|
@@ -287,6 +304,45 @@ sites came from `perf record -g` and heaptrack on a frame-pointer build.
   script (+2 per pair at 1 and 16 tasks; batched calls share their batch's). Interleaved
   single `profile` runs against the commit before: at 1 task 11.7k–13.6k pairs/s against
   11.7k–12.9k, at 16 46.8k–47.8k against 47.6k–50.1k, at 256 as in the table.
+#### The server in its own session (session 11)
+
+Until session 11 the harness started redis-server as a plain child process. On Linux with
+autogroup scheduling (`/proc/sys/kernel/sched_autogroup_enabled` is 1 on this machine), the
+scheduler first shares the CPU between sessions, then between
+the threads of a session. As a child, Redis was one thread among the bench process's two
+runtime workers, so a client that kept both workers busy took CPU from the server it was
+waiting on. Deployed, Redis is a service in its own session, or on its own host. The harness
+now starts it through `setsid` (`benches/src/server.rs`). No client code changed.
+
+Measured in session 11 with the same build, each pair of lines one after the other:
+
+* Single `profile lock,wire,lock,wire 256 3` passes against a redis-server started by hand
+  (`REDIS_URL`). In the shell's session, as before: redisson-lock 104.7k and 118.4k pairs/s,
+  the wire floor 110.9k and 106.9k. Under `setsid`: redisson-lock 125.2k and 128.5k, the wire
+  floor 106.1k and 106.2k. A JVM peer connected to the same server and idle after a run of its
+  own made little difference (redisson-lock 124.9k–126.9k with it, 125.8k–132.9k without).
+* Whole item-1 runs (`redisson-lock-bench throughput-only`), medians of 3:
+
+  | | before: c=16 | after: c=16 | before: c=256 | after: c=256 |
+  |---|---|---|---|---|
+  | redis-rs wire floor | 47.1k | 47.8k | 104.2k | 105.0k |
+  | fred floor | 45.6k | 46.7k | 77.7k | 88.1k |
+  | redisson-lock | 45.0k (0.95x) | 52.2k (1.09x) | 103.1k (0.99x) | 117.5k (1.12x) |
+  | Redisson 4.7.0 (JVM) | 16.3k | 17.0k | 17.4k | 18.5k |
+  | rslock 0.10 | 82.0k | 80.2k | 105.8k | 108.5k |
+
+  The wire floor does not move. Our reading: its connection task and Redis take turns (a
+  batch goes out, Redis answers it, the next goes out), so they seldom want a core at the same
+  time, while the clients that flush each script on its own (fred's floor, redisson-lock) kept
+  both runtime threads busy next to Redis. Those two gain 13–14% at 256.
+
+#### Other things tried
+
+* More write connections on a single server, again (session 11; the old harness, interleaved
+  single `profile lock 16 3` and `profile lock 256 3` passes, 4 each): 2 connections gave
+  50.0k–52.0k pairs/s at 16 against 47.4k–49.8k with 1, 3 gave 49.8k–54.1k; at 256, 2 gave
+  106.7k–110.5k against 111.1k–113.8k with 1. What one connection count wins at 16 it loses
+  at 256, so a single server keeps one.
 * fred's flush rule, patched (`bash benches/fred-flush-experiment.sh`, a copy of fred 10.1 in
   `target/` with `Eval`, `EvalSha` and `_Custom` removed from `should_flush`, through
   `--config patch.crates-io...`): in the previous session it raised the fred floor at 256 by

@@ -132,7 +132,7 @@ from the run above:
   in redisson-lock: most of the extra is fred's writer task (writing to the socket) and the
   kernel's wake-up and TCP paths; the sweeper's `DEL` of unlock latches appears in some slow
   windows and not in others.
-* The first hand-off after the 500 ms pause is cold (0.7–1.3 ms, as in the 1-waiter row) and
+* The first hand-off after the 500 ms pause is cold (0.7–1.3 ms in session 8) and
   is always the slowest; with 100 hand-offs in a cell, p99 is the slowest warm one.
 
 Tried, with no lasting change to p99 / p50 (single runs of `... handoff redisson-lock N 1`):
@@ -141,13 +141,14 @@ at 1000 waiters, but the p50 doubles to 218–232 µs); collecting the waiters' 
 runtime instead of waking the main thread at every hand-off; and idle-priority spinners
 keeping both cores from halting. Across 4 processes the same tool shows the slow hand-offs
 waiting 1.3–1.6 ms for a core in total, over the waiter processes' threads: there each
-release wakes one waiter in every process (Redisson's semantics: 3.5 attempts per
+release wakes one waiter in every process (Redisson's semantics: about 3.5 attempts per
 hand-off), and those processes compete for 2 cores."""
 
 ours1 = [p50("redisson-lock", n, 1) for n in (1, 10, 100, 1000)]
 ours4 = [p50("redisson-lock", n, 4) for n in (10, 100, 1000)]
 jvm1 = [p50("Redisson", n, 1) for n in (1, 10, 100, 1000)]
 jvm4 = [p50("Redisson", n, 4) for n in (10, 100, 1000)]
+rtt = tp[(1, 'floor')]['p50_us'] / 2
 speedups = [j / o for j, o in zip(jvm1 + jvm4, ours1 + ours4)]
 poll1 = p50("rslock", 1, 1) / p50("redisson-lock", 1, 1)
 poll10 = p50("rslock", 10, 1) / p50("redisson-lock", 10, 1)
@@ -225,9 +226,10 @@ Against the targets, at equal concurrency:
 {targets}
 At concurrency 1 the ratios move from run to run more than at 16 or 256. A pair there is two
 lone round trips, each of which wakes an idle thread, and on this machine pairs take either
-about 30 µs or about 150 µs. In one 3 s run at concurrency 1 (session 11), redisson-lock's pairs were 31–39 µs up to
-the 60th percentile and 132–191 µs from the 70th; the wire floor's were all 133–297 µs in that
-run and all 25–30 µs in others. The mix changes between runs of the same build, for every
+about 30 µs or about 150 µs. In one 3 s run at concurrency 1 (session 11), redisson-lock's
+pairs were 31–39 µs up to the 60th percentile and 132–191 µs from the 70th; the wire floor's
+were 133–297 µs from the 10th percentile on in that run, while in others its median pair took
+25–30 µs. The mix changes between runs of the same build, for every
 client alike. Earlier full runs had redisson-lock at 1.06x (session 7), 0.95x (session 9)
 and 1.09x (session 10) of the wire floor at concurrency 1, and 2.1x, 1.7x and 2.1x Redisson.
 
@@ -237,8 +239,9 @@ and 1.09x (session 10) of the wire floor at concurrency 1, and 2.1x, 1.7x and 2.
   {ratio(1, 'redisson-lock', 'redis-rs'):.2f}x and {ratio(16, 'redisson-lock', 'redis-rs'):.2f}x of
   the wire floor. At 16 no script is batched (fewer than 32 await replies): each goes out as
   soon as its caller issues it. The wire floor's connection task writes what is queued in one
-  go, then reads the replies, and Redis is less busy under it than under redisson-lock (62%
-  of a core against 70%, below), with a higher p50.
+  go, then reads the replies. Under the wire floor Redis uses 62% of a core against 70%
+  (below), and the p50 is higher ({tp[(16, 'redis-rs')]['p50_us']:.0f} against
+  {tp[(16, 'redisson-lock')]['p50_us']:.0f} µs).
 * **At {top}** the client's CPU decides. The fred floor itself reaches
   {ratio(top, 'floor', 'redis-rs'):.2f}x of the wire floor, at
   {tp[(top, 'floor')]['cpu_us_per_op']:.1f} µs of client CPU per pair against
@@ -259,13 +262,15 @@ and 1.09x (session 10) of the wire floor at concurrency 1, and 2.1x, 1.7x and 2.
   `bash benches/redis-cpu.sh <wire|lock|floor> 256 3` (one `profile` pass each, session 11):
   redis-server used 99–100% of a core under the redis-rs wire floor at 97k–103k pairs/s
   (9.6–10.2 µs of server CPU per pair), 87–88% under the fred floor at 88k–90k (9.7–9.9 µs),
-  and 87–88% under redisson-lock at 120k–124k (7.0–7.2 µs). No client that sends one command
-  per script call gets much past the wire floor on this server; redisson-lock's batches save
+  and 87–88% under redisson-lock at 120k–124k (7.0–7.2 µs). At 256 no client that sends one
+  command per script call gets much past the wire floor on this server; redisson-lock's batches save
   Redis the per-command work (parsing, dispatch, statistics, a reply write), which costs more
   than the wrapper's loop adds. At 16 tasks the same tool gives 62% of a core at 47k pairs/s
   for the wire floor (13.3 µs per pair) and 70–71% at 60k–61k for redisson-lock (11.7 µs).
-* **What limits redisson-lock at {top}** is the client's CPU plus Redis's on 2 cores:
-  {tp[(top, 'redisson-lock')]['cpu_us_per_op']:.1f} µs of client CPU and about 7 µs of server
+  Nothing is batched there, so that difference is not the batches'; we have not split where
+  it comes from.
+* **What limits redisson-lock at {top}**: the client's CPU and Redis's nearly fill the 2 cores,
+  at {tp[(top, 'redisson-lock')]['cpu_us_per_op']:.1f} µs of client CPU and about 7 µs of server
   CPU per pair. The client's share beyond the fred floor's work: the hold table, the `ops` slot
   and settle-on-drop guards, the unlock's latch, the tracing spans and the names formatted per
   call (about 0.9 µs) each cost up to about 0.4 µs per pair (a profile of session 8,
@@ -304,21 +309,23 @@ server's own session below).
   script (+2 per pair at 1 and 16 tasks; batched calls share their batch's). Interleaved
   single `profile` runs against the commit before: at 1 task 11.7k–13.6k pairs/s against
   11.7k–12.9k, at 16 46.8k–47.8k against 47.6k–50.1k, at 256 as in the table.
+
 #### The server in its own session (session 11)
 
 Until session 11 the harness started redis-server as a plain child process. On Linux with
 autogroup scheduling (`/proc/sys/kernel/sched_autogroup_enabled` is 1 on this machine), the
-scheduler first shares the CPU between sessions, then between
-the threads of a session. As a child, Redis was one thread among the bench process's two
-runtime workers, so a client that kept both workers busy took CPU from the server it was
-waiting on. Deployed, Redis is a service in its own session, or on its own host. The harness
-now starts it through `setsid` (`benches/src/server.rs`). No client code changed.
+scheduler first shares the CPU between sessions, then between the threads of a session. As a
+child, Redis was one thread among the bench process's two runtime workers. We think a client
+that kept both workers busy then took CPU from the server it was waiting on; the measurements
+below fit that. Deployed, Redis is a service in its own session, or on its own host. The
+harness now calls `setsid()` in the child before it becomes redis-server
+(`benches/src/server.rs`); no client code changed.
 
-Measured in session 11 with the same build, each pair of lines one after the other:
+Measured in session 11 with the same build, before and after back to back:
 
 * Single `profile lock,wire,lock,wire 256 3` passes against a redis-server started by hand
   (`REDIS_URL`). In the shell's session, as before: redisson-lock 104.7k and 118.4k pairs/s,
-  the wire floor 110.9k and 106.9k. Under `setsid`: redisson-lock 125.2k and 128.5k, the wire
+  the wire floor 110.9k and 106.9k. Under `setsid` (the util-linux command): redisson-lock 125.2k and 128.5k, the wire
   floor 106.1k and 106.2k. A JVM peer connected to the same server and idle after a run of its
   own made little difference (redisson-lock 124.9k–126.9k with it, 125.8k–132.9k without).
 * Whole item-1 runs (`redisson-lock-bench throughput-only`), medians of 3:
@@ -334,18 +341,19 @@ Measured in session 11 with the same build, each pair of lines one after the oth
   The wire floor does not move. Our reading: its connection task and Redis take turns (a
   batch goes out, Redis answers it, the next goes out), so they seldom want a core at the same
   time, while the clients that flush each script on its own (fred's floor, redisson-lock) kept
-  both runtime threads busy next to Redis. Those two gain 13–14% at 256.
+  both runtime threads busy next to Redis. Those two gain 13–14% at 256; at 16 the fred floor
+  gains 2%, redisson-lock 16%.
 
 #### Other things tried
 
 * More write connections on a single server, again (session 11; the old harness, interleaved
   single `profile lock 16 3` and `profile lock 256 3` passes, 4 each): 2 connections gave
   50.0k–52.0k pairs/s at 16 against 47.4k–49.8k with 1, 3 gave 49.8k–54.1k; at 256, 2 gave
-  106.7k–110.5k against 111.1k–113.8k with 1. What one connection count wins at 16 it loses
-  at 256, so a single server keeps one.
+  106.7k–110.5k against 111.1k–113.8k with 1. Two connections gain about 5% at 16 and lose
+  about 4% at 256, so a single server keeps one.
 * fred's flush rule, patched (`bash benches/fred-flush-experiment.sh`, a copy of fred 10.1 in
   `target/` with `Eval`, `EvalSha` and `_Custom` removed from `should_flush`, through
-  `--config patch.crates-io...`): in the previous session it raised the fred floor at 256 by
+  `--config patch.crates-io...`): in session 8 it raised the fred floor at 256 by
   10% (69.3k → 76.2k) and redisson-lock by 3%, when our own overhead dominated. It is not
   adopted: a `[patch]` applies only inside this workspace, so the crate's users would never
   get it; the change belongs in fred.
@@ -376,8 +384,8 @@ Measured in session 11 with the same build, each pair of lines one after the oth
   70k–75k at 256 (73k–75k with 1) and moved within the noise at 16 (45k–56k, against
   47k–49k with 1). Not adopted. At 256 the client's own CPU, about 16 µs per pair, and
   redis-server already fill the 2 cores (16 µs × 74k is 1.2 cores; Redis uses about 0.7).
-  Reaching the wire floor there takes under about 10 µs of client CPU per pair, which is less
-  than the fred floor itself uses on one connection.
+  Reaching the wire floor there took, before batching, under about 10 µs of client CPU per
+  pair, which is less than the fred floor itself uses on one connection.
 
 ## 2 and 3. Hand-off latency, and the cost of a hand-off
 
@@ -405,8 +413,9 @@ How each implementation waits:
 
 * **Hand-off latency of redisson-lock.** The p50 is {min(ours1):.0f}–{max(ours1):.0f} µs with the
   waiters in one process, and {min(ours4):.0f}–{max(ours4):.0f} µs across 4 processes. That is
-  about {min(ours1 + ours4) / 100:.0f}–{max(ours1 + ours4) / 100:.0f} fred command round trips
-  (about 100 µs each, from the c=1 floor): the unlock message, then one acquire.
+  about {min(ours1 + ours4) / rtt:.0f}–{max(ours1 + ours4) / rtt:.0f} fred command round trips
+  (about {rtt:.0f} µs each: half the p50 of a pair on the fred floor at concurrency 1); the
+  shortest path is two legs, the unlock message and then one acquire.
 * **Against Redisson.** Its p50 is {min(jvm1):.0f}–{max(jvm1):.0f} µs in one JVM and
   {min(jvm4):.0f}–{max(jvm4):.0f} µs across 4 JVMs, so redisson-lock is
   {min(speedups):.1f}–{max(speedups):.0f}x faster.

@@ -13,17 +13,6 @@ use redisson_lock::{Error, LockGuard, RedissonClient, Unlocked};
 /// starts queueing (`ALONE_BELOW` in `engine::coalesce`).
 const TASKS: usize = 200;
 
-/// A server, a proxy in front of it, and a client through the proxy whose
-/// commands may wait as long as the proxy holds replies back.
-async fn proxied() -> (RedisServer, Proxy, RedissonClient) {
-    let server = RedisServer::start().await;
-    let proxy = Proxy::start(server.port).await;
-    let mut settings = config(&proxy.url(), Duration::from_secs(30));
-    settings.timeout = Duration::from_secs(10);
-    let client = RedissonClient::connect(settings).await.unwrap();
-    (server, proxy, client)
-}
-
 fn names() -> Vec<String> {
     (0..TASKS).map(|i| format!("batched:{i}")).collect()
 }
@@ -57,7 +46,7 @@ async fn existing(raw: &Client, names: &[String]) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_acquires_go_out_in_batches_and_each_gets_its_own_outcome() {
-    let (server, proxy, client) = proxied().await;
+    let (server, proxy, client) = proxied(|_| {}).await;
     let raw = server.raw().await;
     let other = common::client(&server, Duration::from_secs(30)).await;
 
@@ -126,7 +115,7 @@ async fn check(raw: &Client, names: &[String], mut replies: Vec<Result<Option<Lo
 
 #[tokio::test]
 async fn an_acquire_abandoned_in_the_queue_is_given_back() {
-    let (server, proxy, client) = proxied().await;
+    let (server, proxy, client) = proxied(|_| {}).await;
     let raw = server.raw().await;
     warm_up(&server, &client).await;
     let names = names();

@@ -149,14 +149,10 @@ async fn an_unreachable_redis_is_an_error_not_a_hang() {
 
 #[tokio::test]
 async fn a_settling_operation_of_the_same_owner_does_not_stretch_try_lock_for() {
-    let server = RedisServer::start().await;
-    let proxy = Proxy::start(server.port).await;
-    let raw = server.raw().await;
     // A long command timeout: the settlement below waits as long as the
     // replies are held back.
-    let mut settings = config(&proxy.url(), Duration::from_secs(30));
-    settings.timeout = Duration::from_secs(10);
-    let client = RedissonClient::connect(settings).await.unwrap();
+    let (server, proxy, client) = proxied(|_| {}).await;
+    let raw = server.raw().await;
     warm_up(&server, &client).await;
     let lock = client
         .lock("settling")
@@ -190,17 +186,15 @@ async fn a_settling_operation_of_the_same_owner_does_not_stretch_try_lock_for() 
 
 #[tokio::test]
 async fn an_unlock_that_waited_for_its_slot_is_still_sent() {
-    let server = RedisServer::start().await;
-    let proxy = Proxy::start(server.port).await;
-    let raw = server.raw().await;
     // One attempt and a 1 ms retry delay: the unlock latch outlives a
     // command by 1 ms, so an unlock whose clock started while it waited for
     // the owner's slot would give up unsent.
-    let mut settings = config(&proxy.url(), Duration::from_secs(30));
-    settings.timeout = Duration::from_secs(10);
-    settings.retry_attempts = 1;
-    settings.retry_delay = Duration::from_millis(1);
-    let client = RedissonClient::connect(settings).await.unwrap();
+    let (server, proxy, client) = proxied(|settings| {
+        settings.retry_attempts = 1;
+        settings.retry_delay = Duration::from_millis(1);
+    })
+    .await;
+    let raw = server.raw().await;
     warm_up(&server, &client).await;
     let owner = OwnerId::unique();
     let lock = client.lock("queued-unlock").unwrap().with_owner(owner);

@@ -126,14 +126,17 @@ pub fn jvm_peer(url: &str, cluster: bool) -> tokio::process::Child {
 /// A redis-server on `port` without persistence, plus `extra` flags; returns
 /// once it accepts connections. Killed when the handle is dropped.
 ///
-/// It runs in a session of its own (`setsid`, which execs it in place), as a
-/// service would: Linux's autogroup scheduler then gives it its own share of
-/// the CPU, instead of counting it as one more thread of this process, whose
-/// worker threads it would otherwise compete with (docs/benchmarks.md).
+/// It runs in a session of its own, as a service would: Linux's autogroup
+/// scheduler then gives it its own share of the CPU, instead of counting it
+/// as one more thread of this process, whose worker threads it would
+/// otherwise compete with (docs/benchmarks.md). Out of the terminal's
+/// session, a Ctrl-C no longer reaches it, so it also asks to be killed when
+/// the thread that started it ends (a runtime worker, which lives as long as
+/// this process's runtime).
 pub async fn spawn_redis(port: u16, extra: &[&std::ffi::OsStr]) -> tokio::process::Child {
-    let mut child = tokio::process::Command::new("setsid")
+    let mut command = tokio::process::Command::new("redis-server");
+    command
         .args([
-            "redis-server",
             "--port",
             &port.to_string(),
             "--bind",
@@ -145,15 +148,31 @@ pub async fn spawn_redis(port: u16, extra: &[&std::ffi::OsStr]) -> tokio::proces
         ])
         .args(extra)
         .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("redis-server must be installed");
+        .kill_on_drop(true);
+    // SAFETY: between fork and exec the closure makes two system calls, both
+    // async-signal-safe, and touches no memory of the parent.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::setsid() == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().expect("redis-server must be installed");
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut ready = false;
     while let Some(line) = lines.next_line().await.unwrap() {
         if line.contains("Ready to accept connections") {
+            ready = true;
             break;
         }
     }
+    assert!(
+        ready,
+        "redis-server on port {port} exited before it was ready"
+    );
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     child
 }

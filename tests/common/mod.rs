@@ -251,6 +251,19 @@ pub fn config(url: &str, watchdog: Duration) -> Config {
     c
 }
 
+/// A server, a proxy in front of it, and a client through the proxy whose
+/// commands wait up to 10 s, as long as the proxy may hold replies back;
+/// `tweak` adjusts the settings before the client connects.
+pub async fn proxied(tweak: impl FnOnce(&mut Config)) -> (RedisServer, Proxy, RedissonClient) {
+    let server = RedisServer::start().await;
+    let proxy = Proxy::start(server.port).await;
+    let mut settings = config(&proxy.url(), Duration::from_secs(30));
+    settings.timeout = Duration::from_secs(10);
+    tweak(&mut settings);
+    let client = RedissonClient::connect(settings).await.unwrap();
+    (server, proxy, client)
+}
+
 /// Log output for `RUST_LOG=redisson_lock=debug cargo test -- --nocapture`.
 pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()

@@ -9,8 +9,9 @@
 //! `cargo run --release -p redisson-lock-bench -- [--quick] [--out results.json]`
 //! starts its own redis-server on a free port; `REDIS_URL` uses another.
 //! `... -- watchdog 10000 100000` runs item 4 alone, `... -- throughput-only`
-//! item 1 alone, and `... -- profile <floor|wire|lock> <concurrency> <seconds>`
-//! one Rust implementation alone, for `perf record` or heaptrack;
+//! item 1 alone, and `... -- profile <lock|wire|floor|rslock|crate> <concurrency> <seconds>`
+//! Rust implementations alone (a comma-separated list: one after the other),
+//! for `perf record` or heaptrack;
 //! `... -- handoff <kind> <waiters> <processes> [--monitor]` one hand-off run,
 //! under `MONITOR` each hand-off split where its time went (`monitor.rs`;
 //! `benches/handoff-sched.sh` lines them up with `perf sched` instead).
@@ -98,8 +99,8 @@ async fn harness(args: Vec<String>) {
     let server = server::Server::start().await;
     if args.get(1).map(String::as_str) == Some("profile") {
         // One implementation alone, for a profiler:
-        // `profile <floor|wire|lock> <concurrency> <seconds>`.
-        // A comma-separated list runs one after the other in this process.
+        // `profile <lock|wire|floor|rslock|crate> <concurrency> <seconds>`;
+        // a comma-separated list runs one after the other in this process.
         let c = args.get(3).and_then(|c| c.parse().ok()).unwrap_or(256);
         let secs = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(5);
         let list = args.get(2).map_or("lock", String::as_str);
@@ -109,7 +110,10 @@ async fn harness(args: Vec<String>) {
                 "wire" => throughput::Impl::WireFloor,
                 "rslock" => throughput::Impl::Rslock,
                 "crate" => throughput::Impl::RedissonCrate,
-                _ => throughput::Impl::RedissonLock,
+                "lock" => throughput::Impl::RedissonLock,
+                other => {
+                    panic!("unknown implementation {other:?}: lock, wire, floor, rslock or crate")
+                }
             };
             server.flush().await;
             let row = throughput::run_one(imp, &server, c, Duration::from_secs(secs)).await;

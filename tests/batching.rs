@@ -68,18 +68,7 @@ async fn concurrent_acquires_go_out_in_batches_and_each_gets_its_own_outcome() {
     // Second round, with every reply held back: once all the locks exist on
     // Redis, fewer EVALSHAs than acquires have run.
     let before = command_calls(&raw, "evalsha").await;
-    proxy.stall_replies();
-    let round = {
-        let client = client.clone();
-        let names = names.clone();
-        tokio::spawn(async move { try_all(&client, &names).await })
-    };
-    within("every acquire ran on Redis", async {
-        while existing(&raw, &names).await < free + 2 {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await;
+    let round = stalled_round(&proxy, &client, &raw, &names, free + 2).await;
     let sent = command_calls(&raw, "evalsha").await - before;
     assert!(
         sent < free as u64,
@@ -88,6 +77,30 @@ async fn concurrent_acquires_go_out_in_batches_and_each_gets_its_own_outcome() {
     proxy.resume_replies();
     let second = within("the second round", round).await.unwrap();
     check(&raw, &names, second).await;
+}
+
+/// A round of [`try_all`] with every reply held back, returned once `ran` of
+/// the locks exist on Redis (its acquires ran); the proxy still holds the
+/// replies.
+async fn stalled_round(
+    proxy: &Proxy,
+    client: &RedissonClient,
+    raw: &Client,
+    names: &[String],
+    ran: usize,
+) -> tokio::task::JoinHandle<Vec<Result<Option<LockGuard>, Error>>> {
+    proxy.stall_replies();
+    let round = {
+        let (client, names) = (client.clone(), names.to_vec());
+        tokio::spawn(async move { try_all(&client, &names).await })
+    };
+    within("the acquires ran on Redis", async {
+        while existing(raw, names).await < ran {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    round
 }
 
 /// The outcome of every `try_lock` of `names` (the last two: the wrong type,
@@ -126,18 +139,7 @@ async fn an_acquire_abandoned_in_the_queue_is_given_back() {
 
     // Enough acquires in flight, their replies held back, that the next one
     // is queued for a batch.
-    proxy.stall_replies();
-    let round = {
-        let client = client.clone();
-        let names = names.clone();
-        tokio::spawn(async move { try_all(&client, &names).await })
-    };
-    within("the acquires ran on Redis", async {
-        while existing(&raw, &names).await < TASKS {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await;
+    let round = stalled_round(&proxy, &client, &raw, &names, TASKS).await;
     // One more acquire, polled once (queued) and dropped.
     let lock = client.lock("batched:abandoned").unwrap();
     {

@@ -86,7 +86,7 @@ pub enum Error {
     /// was undone before this is returned; an unlock or force-unlock did
     /// happen on the primary but may be lost if it fails over now.
     #[error(
-        "lock `{name}`: {operation} reached {acked} of {connected} replicas; {required} required"
+        "lock `{name}`: {operation} reached {acked} of {known} replicas ({connected} connected); {required} required"
     )]
     ReplicasNotSynced {
         /// What was sent (acquire, unlock, force_unlock).
@@ -95,7 +95,10 @@ pub enum Error {
         name: String,
         /// Replicas that confirmed on the last attempt.
         acked: i64,
-        /// Replicas connected to the primary.
+        /// Replicas the deployment knows the primary has (and does not
+        /// consider down).
+        known: i64,
+        /// Replicas connected to the primary at that moment.
         connected: i64,
         /// What the quorum asked for (`>= 1`, `all`, or a number).
         required: String,

@@ -108,6 +108,7 @@ pub use client::RedissonClient;
 pub use config::RedissonFile;
 pub use config::{BackOff, Config, Delays, ReplicaQuorum, ShardedSubscriptionMode};
 pub use engine::lease::{LostSignal, MAX_LEASE};
+pub use engine::replica_sync::SafetyLevel;
 pub use engine::watchdog::WatchdogStats;
 pub use error::{Error, Result};
 pub use lock::acquire::{Acquirable, Acquire, Bounded, UntilAcquired};

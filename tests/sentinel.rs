@@ -184,9 +184,12 @@ async fn contenders_keep_mutual_exclusion_through_a_failover() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_replica_quorum_decides_with_one_of_two_replicas_down() {
-    use redisson_lock::{Error, ReplicaQuorum};
+    use redisson_lock::{Error, ReplicaQuorum, SafetyLevel};
 
-    let sentinel = Sentinel::start().await;
+    // The sentinels take a minute to call a silent replica down, until the
+    // test asks them to be quicker.
+    let sentinel =
+        Sentinel::start_with(&[], "sentinel down-after-milliseconds mymaster 60000").await;
     let quorum_client = |quorum| {
         let mut c = config(&sentinel.url(), Duration::from_secs(2));
         c.replica_quorum = quorum;
@@ -198,21 +201,16 @@ async fn the_replica_quorum_decides_with_one_of_two_replicas_down() {
     let all = quorum_client(ReplicaQuorum::All).await.unwrap();
     let two = quorum_client(ReplicaQuorum::AtLeast(2)).await.unwrap();
 
-    // Both replicas up: every quorum is met.
-    for client in [&any, &all, &two] {
-        client
-            .lock("quorum")
-            .unwrap()
-            .lock()
-            .await
-            .unwrap()
-            .unlock()
-            .await
-            .unwrap();
+    // Both replicas up: every quorum is met, and the guard says by how many.
+    for (client, acked) in [(&any, 1), (&all, 2), (&two, 2)] {
+        let guard = client.lock("quorum").unwrap().lock().await.unwrap();
+        assert_eq!(guard.safety(), SafetyLevel::Replicas { acked, known: 2 });
+        guard.unlock().await.unwrap();
     }
 
     // All-replica holder, then one replica stops answering.
     let held = all.lock("quorum").unwrap().lock().await.unwrap();
+    let frozen = sentinel.replicas[0].port;
     sentinel.replicas[0].freeze();
 
     // Its unlock reaches only one replica: replayed through the latch, then
@@ -224,21 +222,18 @@ async fn the_replica_quorum_decides_with_one_of_two_replicas_down() {
             Error::ReplicasNotSynced {
                 operation: "unlock",
                 acked: 1,
-                connected: 2,
+                known: 2,
                 ..
             }
         ),
         "{err:?}"
     );
-    assert!(
-        err.to_string()
-            .contains("reached 1 of 2 replicas; all required"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("reached 1 of 2 replicas"), "{err}");
     assert!(!any.lock("quorum").unwrap().is_locked().await.unwrap());
 
     // One confirmation is enough for Redisson's rule, not for the stricter ones.
     let taken = any.lock("quorum").unwrap().lock().await.unwrap();
+    assert_eq!(taken.safety(), SafetyLevel::Replicas { acked: 1, known: 2 });
     taken.unlock().await.unwrap();
     for client in [&all, &two] {
         let lock = client.lock("quorum").unwrap();
@@ -249,7 +244,7 @@ async fn the_replica_quorum_decides_with_one_of_two_replicas_down() {
                 Error::ReplicasNotSynced {
                     operation: "acquire",
                     acked: 1,
-                    connected: 2,
+                    known: 2,
                     ..
                 }
             ),
@@ -258,14 +253,49 @@ async fn the_replica_quorum_decides_with_one_of_two_replicas_down() {
         assert!(!lock.is_locked().await.unwrap(), "the acquire was undone");
     }
 
-    // A strict holder whose renewals are never confirmed learns it cannot
-    // count on the lock surviving a failover: its lease runs out locally.
+    // A strict holder whose renewals are never confirmed hears first that
+    // its lock is at risk, then, its lease run out locally, that it is lost:
+    // it cannot count on the lock surviving a failover.
     sentinel.replicas[0].thaw();
     let strict = all.lock("renewed").unwrap().lock().await.unwrap();
+    assert!(!strict.is_at_risk());
     sentinel.replicas[0].freeze();
+    within(
+        "at-risk signal after an unconfirmed renewal",
+        strict.at_risk(),
+    )
+    .await;
+    assert!(!strict.is_lost(), "at risk comes before lost");
     within("lost signal after unconfirmed renewals", strict.lost()).await;
     assert!(all.watchdog_stats().failures > 0);
+
+    // Once the sentinels call the frozen replica down, it no longer counts:
+    // "all" is the one replica left, while "at least 2" still cannot be met.
+    sentinel
+        .on_sentinels(&["SET", "mymaster", "down-after-milliseconds", "500"])
+        .await;
+    sentinel.await_replica_down(frozen, true).await;
+    let lock = all.lock("quorum").unwrap();
+    let guard = within("the quorum of the replicas left", async {
+        loop {
+            // The client reads the sentinels' view at most a second old.
+            match lock.lock().await {
+                Ok(guard) => return guard,
+                Err(Error::ReplicasNotSynced { .. }) => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+    })
+    .await;
+    assert_eq!(guard.safety(), SafetyLevel::Replicas { acked: 1, known: 1 });
+    guard.unlock().await.unwrap();
+    let err = two.lock("quorum").unwrap().lock().await.unwrap_err();
+    assert!(
+        matches!(&err, Error::ReplicasNotSynced { known: 1, .. }),
+        "{err:?}"
+    );
     sentinel.replicas[0].thaw();
+    drop(strict);
     for client in [any, all, two] {
         client.shutdown().await;
     }

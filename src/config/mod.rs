@@ -35,8 +35,15 @@ pub enum ShardedSubscriptionMode {
 
 /// How many replicas must confirm a lock write (acquire, unlock, renewal)
 /// before it counts, on a cluster or sentinel deployment. The write is
-/// followed by `WAIT <connected replicas> <slavesSyncTimeout>` on the same
-/// connection, as Redisson does.
+/// followed by `WAIT <n> <slavesSyncTimeout>` on the same connection, as
+/// Redisson does.
+///
+/// The replicas counted are those the deployment knows the primary has and
+/// does not consider down (a cluster node's `CLUSTER NODES`, the sentinels'
+/// `SENTINEL REPLICAS`), not only those connected at that instant: a
+/// freshly promoted primary whose replicas are still re-attaching cannot
+/// confirm a write. A replica the deployment has marked down no longer
+/// counts, so the deployment stays writable without it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ReplicaQuorum {
@@ -44,18 +51,19 @@ pub enum ReplicaQuorum {
     /// `checkLockSyncedSlaves = true`, its default).
     #[default]
     Any,
-    /// Every replica connected to the primary.
+    /// Every replica the primary has (and the deployment does not consider down).
     All,
-    /// At least this many replicas; fails while fewer are connected.
+    /// At least this many replicas; fails while fewer can confirm.
     AtLeast(u32),
 }
 
 impl ReplicaQuorum {
-    /// Whether `acked` confirmations out of `connected` replicas satisfy it.
-    pub fn is_met(self, acked: i64, connected: i64) -> bool {
+    /// Whether `acked` confirmations satisfy it, for a primary with `known`
+    /// replicas.
+    pub fn is_met(self, acked: i64, known: i64) -> bool {
         match self {
-            ReplicaQuorum::Any => connected == 0 || acked > 0,
-            ReplicaQuorum::All => acked >= connected,
+            ReplicaQuorum::Any => known == 0 || acked > 0,
+            ReplicaQuorum::All => acked >= known,
             ReplicaQuorum::AtLeast(n) => acked >= i64::from(n),
         }
     }

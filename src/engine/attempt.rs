@@ -23,6 +23,7 @@ use crate::engine::replica_sync::Synced;
 use crate::engine::request::Request;
 use crate::engine::script;
 use crate::engine::settle::{give_back_untracked, FinishOnDrop, Unfinished};
+use crate::engine::telemetry;
 use crate::error::{Error, Result};
 use crate::OwnerId;
 
@@ -180,8 +181,16 @@ async fn acquire_locked(
             }
             Grant::Acquired { token } => {
                 hold.on_acquired(sent_at, lease, watchdog);
+                if synced == Synced::NotWaited && engine.replica_sync.is_enabled() {
+                    // Resolved by reading the hold count: whether the
+                    // replicas have it is unknown until the next confirmed
+                    // renewal.
+                    if hold.lease.mark_at_risk() {
+                        telemetry::at_risk(hold, "acquire_unconfirmed");
+                    }
+                }
                 Ok(Attempt::Acquired(
-                    Held::new(lock.engine.clone(), hold.clone(), watchdog),
+                    Held::new(lock.engine.clone(), hold.clone(), watchdog, synced.level()),
                     token,
                 ))
             }

@@ -13,6 +13,7 @@ use tokio::sync::watch;
 
 use crate::config::{Config, ShardedSubscriptionMode};
 use crate::engine::coalesce::Lane;
+use crate::engine::deployment::Deployment;
 use crate::engine::hold::Holds;
 use crate::engine::hub::Hub;
 use crate::engine::lifecycle::Lifecycle;
@@ -28,6 +29,7 @@ impl Engine {
     pub(crate) async fn start(config: Config) -> Result<Arc<Engine>> {
         config.validate()?;
         let fred_config = config.to_fred_config()?;
+        let deployment = Deployment::of(&fred_config, config.timeout);
         let cluster = matches!(fred_config.server, ServerConfig::Clustered { .. });
         let centralized = matches!(fred_config.server, ServerConfig::Centralized { .. });
         // Redisson waits for replicas on every deployment but a single server.
@@ -98,6 +100,12 @@ impl Engine {
                         return Err(e);
                     }
                 });
+        let replica_sync = ReplicaSync::new(&config, deployment, replicated);
+        if let Err(e) = replica_sync.probe(&redis).await {
+            quit_all().await;
+            replica_sync.quit().await;
+            return Err(e);
+        }
         let lifecycle = Lifecycle::new();
         let hub = Hub::start(subscriber, sharded, &config, &lifecycle);
         let latches = LatchSweeper::start(redis.clone(), slot_grouped);
@@ -107,7 +115,7 @@ impl Engine {
             .collect();
         let engine = Arc::new(Engine {
             id: uuid::Uuid::new_v4().to_string().into(),
-            replica_sync: ReplicaSync::new(&config, replicated),
+            replica_sync,
             config,
             writers,
             redis,
@@ -120,7 +128,19 @@ impl Engine {
             stats: watch::Sender::new(WatchdogStats::default()),
             lifecycle: lifecycle.clone(),
         });
-        tokio::spawn(watchdog::run(Arc::downgrade(&engine), lifecycle.stopped()));
+        let topology_changed = Arc::new(tokio::sync::Notify::new());
+        let writer_clients: Vec<Client> =
+            engine.writers().map(|lane| lane.client().clone()).collect();
+        watchdog::watch_topology(
+            &writer_clients,
+            topology_changed.clone(),
+            lifecycle.stopped(),
+        );
+        tokio::spawn(watchdog::run(
+            Arc::downgrade(&engine),
+            lifecycle.stopped(),
+            topology_changed,
+        ));
         Ok(engine)
     }
 }

@@ -1,4 +1,4 @@
-//! Lease deadlines and the lost-lock signal.
+//! Lease deadlines, the at-risk and the lost-lock signals.
 //!
 //! A hold's deadline is the moment Redis may let its key expire, less a drift
 //! margin, measured on the local monotonic clock from when the last confirmed
@@ -66,18 +66,22 @@ struct Deadline {
     at: Instant,
 }
 
-/// Deadline and lost flag of one hold, kept inline in the hold.
+/// Deadline, risk and lost flags of one hold, kept inline in the hold.
 pub(crate) struct LeaseState {
     deadline: Mutex<Deadline>,
+    /// The last renewal failed or was not confirmed by the replicas, or the
+    /// acquisition itself was not: a failover or a longer outage may cost
+    /// the lock. Cleared by the next confirmed renewal.
+    at_risk: AtomicBool,
     lost: AtomicBool,
     /// Redis no longer has the field (renewal found it missing, force unlock).
     gone: AtomicBool,
 }
 
-/// Wakes every lost-signal waiter, of every hold, when any hold is lost; each
-/// re-checks its own. Losses are rare, and a `Notify` per hold would cost
-/// every held lock 32 bytes.
-static LOST: Notify = Notify::const_new();
+/// Wakes every signal waiter, of every hold, when any hold is put at risk or
+/// lost; each re-checks its own. Both are rare, and a `Notify` per hold
+/// would cost every held lock 32 bytes.
+static CHANGED: Notify = Notify::const_new();
 
 impl LeaseState {
     pub(crate) fn new() -> Self {
@@ -87,16 +91,19 @@ impl LeaseState {
                 sent_at: now,
                 at: now + MAX_LEASE,
             }),
+            at_risk: AtomicBool::new(false),
             lost: AtomicBool::new(false),
             gone: AtomicBool::new(false),
         }
     }
 
-    /// Redis confirmed a command sent at `sent_at` that set the key's TTL to `lease`.
+    /// Redis (and the replicas the quorum asks for) confirmed a command sent
+    /// at `sent_at` that set the key's TTL to `lease`.
     pub(crate) fn confirm(&self, sent_at: Instant, lease: Duration) {
         if self.is_lost() {
             return;
         }
+        self.at_risk.store(false, Ordering::Release);
         let mut d = self.deadline.lock();
         if sent_at >= d.sent_at {
             d.sent_at = sent_at;
@@ -112,11 +119,25 @@ impl LeaseState {
         d.at = d.at.min(expires_by(sent_at, lease));
     }
 
+    /// Marks the hold at risk; returns true if it was not already.
+    pub(crate) fn mark_at_risk(&self) -> bool {
+        let first = !self.at_risk.swap(true, Ordering::AcqRel);
+        if first {
+            CHANGED.notify_waiters();
+        }
+        first
+    }
+
+    /// At risk, or lost.
+    pub(crate) fn is_at_risk(&self) -> bool {
+        self.at_risk.load(Ordering::Acquire) || self.is_lost()
+    }
+
     /// Marks the hold lost; returns true the first time.
     pub(crate) fn mark_lost(&self) -> bool {
         let first = !self.lost.swap(true, Ordering::AcqRel);
         if first {
-            LOST.notify_waiters();
+            CHANGED.notify_waiters();
         }
         first
     }
@@ -148,11 +169,21 @@ impl LeaseState {
     }
 
     async fn wait_lost(&self) {
+        self.wait_until(Self::is_lost).await
+    }
+
+    async fn wait_at_risk(&self) {
+        self.wait_until(Self::is_at_risk).await
+    }
+
+    /// Waits until `state` holds; it is re-checked after every change of any
+    /// hold and at this hold's deadline.
+    async fn wait_until(&self, state: fn(&Self) -> bool) {
         loop {
-            let woken = LOST.notified();
+            let woken = CHANGED.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
-            if self.is_lost() {
+            if state(self) {
                 return;
             }
             tokio::select! {
@@ -226,11 +257,49 @@ impl LostSignal {
     pub fn deadline(&self) -> Instant {
         self.hold.lease.deadline()
     }
+
+    /// Non-blocking check: true while the lock is at risk (see
+    /// [`LostSignal::at_risk`]), and once it is lost.
+    pub fn is_at_risk(&self) -> bool {
+        self.hold.lease.is_at_risk()
+    }
+
+    /// Completes when the lock is at risk: its last renewal failed (Redis
+    /// did not answer within the command timeout, or refused it), or the
+    /// replicas did not confirm it, or the acquisition itself could not be
+    /// confirmed (its reply was lost and the hold count read back). Until a
+    /// renewal is confirmed, the lease deadline does not move, so this
+    /// comes before [`LostSignal::lost`], which it also completes with. A
+    /// later confirmed renewal clears the risk ([`LostSignal::is_at_risk`]
+    /// turns false), and this future can be awaited again.
+    ///
+    /// Redisson only logs failed renewals; this is the place to stop
+    /// starting work that cannot be undone, or to checkpoint.
+    ///
+    /// # Cancel safety
+    ///
+    /// It only waits: dropping the future changes nothing, and it can be polled again.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// let signal = guard.lost_signal();
+    /// tokio::select! {
+    ///     _ = signal.at_risk() => eprintln!("renewal of the ledger lock failed: pausing"),
+    ///     _ = async { /* copy the ledger, a page at a time */ } => {}
+    /// }
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn at_risk(&self) {
+        self.hold.lease.wait_at_risk().await
+    }
 }
 
 impl std::fmt::Debug for LostSignal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LostSignal")
+            .field("at_risk", &self.is_at_risk())
             .field("lost", &self.is_lost())
             .finish()
     }

@@ -17,7 +17,7 @@
 //! | `hub` | one subscription per channel per client, waking waiters per the kind's policy |
 //! | `watchdog` | one timer renewing every held lock, in batches per renewal and slot |
 //! | `hold`, `lease` | what this client holds, lease deadlines, the lost signal |
-//! | `script`, `replica_sync` | sending a script once, and waiting for replicas |
+//! | `script`, `replica_sync`, `deployment` | sending a script once, waiting for replicas, and what the deployment says the primary has |
 //! | `unlock_latch` | batched deletion of settled unlock latches |
 //! | `telemetry` | tracing spans and `metrics` figures, named in one place |
 //! | `lifecycle`, `reentry`, `connection` | shutdown, scoped re-entry, building the connections |
@@ -25,6 +25,7 @@
 pub(crate) mod attempt;
 pub(crate) mod coalesce;
 pub(crate) mod connection;
+pub(crate) mod deployment;
 pub(crate) mod hold;
 pub(crate) mod hub;
 pub(crate) mod kind;
@@ -119,6 +120,11 @@ impl Engine {
 
     pub(crate) fn timeout(&self) -> Duration {
         self.config.timeout
+    }
+
+    /// The write connections.
+    pub(crate) fn writers(&self) -> impl Iterator<Item = &Arc<Lane>> {
+        self.writers.iter()
     }
 
     /// How many write connections there are.
@@ -297,6 +303,7 @@ impl Engine {
         }
         self.lifecycle.stop();
         self.hub.quit().await;
+        self.replica_sync.quit().await;
         let _ = self.redis.quit().await;
         for writer in &self.writers {
             let _ = writer.client().quit().await;

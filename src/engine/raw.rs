@@ -12,6 +12,7 @@ use crate::config::BackOff;
 use crate::engine::hold::Hold;
 use crate::engine::kind::{Call, LockKind, LockedWhen, Patience, ScriptCall};
 use crate::engine::lease::LostSignal;
+use crate::engine::replica_sync::SafetyLevel;
 use crate::engine::wait::{self, Granted};
 use crate::engine::{release, script, Engine};
 use crate::error::{Error, Result};
@@ -306,17 +307,33 @@ pub(crate) struct Held {
     engine: Arc<Engine>,
     hold: Arc<Hold>,
     watchdog: bool,
+    /// What the replicas confirmed of the acquisition.
+    safety: SafetyLevel,
     released: bool,
 }
 
 impl Held {
-    pub(crate) fn new(engine: Arc<Engine>, hold: Arc<Hold>, watchdog: bool) -> Self {
+    pub(crate) fn new(
+        engine: Arc<Engine>,
+        hold: Arc<Hold>,
+        watchdog: bool,
+        safety: SafetyLevel,
+    ) -> Self {
         Held {
             engine,
             hold,
             watchdog,
+            safety,
             released: false,
         }
+    }
+
+    pub(crate) fn safety(&self) -> SafetyLevel {
+        self.safety
+    }
+
+    pub(crate) fn is_at_risk(&self) -> bool {
+        self.hold.lease.is_at_risk()
     }
 
     /// The client's engine.

@@ -103,8 +103,8 @@ impl Request {
             let may_retry = attempt + 1 < config.retry_attempts
                 && !too_late(first_sent, Instant::now() + config.retry_delay);
             match engine.write(|| build(&latch)).await {
-                Ok((_, Synced::Short { acked, connected })) if target.replay_short && may_retry => {
-                    tracing::info!(name = %target.name, operation = target.operation, attempt, acked, connected, "write not confirmed by replicas; replaying through its latch");
+                Ok((_, Synced::Short { acked, known, .. })) if target.replay_short && may_retry => {
+                    tracing::info!(name = %target.name, operation = target.operation, attempt, acked, known, "write not confirmed by replicas; replaying through its latch");
                 }
                 Ok((reply, synced)) => {
                     // The latch only matters while a replay could still come;

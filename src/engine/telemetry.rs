@@ -12,7 +12,10 @@
 //!
 //! A lost lock is a WARN event `lock lost` with `lock`, `owner`, `kind`,
 //! `reason` (`gone`: a renewal found the field missing; `lease_expired`: the
-//! lease ran out before a renewal was confirmed, noticed at release).
+//! lease ran out before a renewal was confirmed, noticed at release). A lock
+//! put at risk is a WARN event `lock at risk` with the same fields and
+//! `reason` (`renewal_failed`, `renewal_unconfirmed`: the replicas did not
+//! confirm it; `acquire_unconfirmed`: an acquisition resolved by reading).
 //!
 //! Metrics (feature `metrics`), labelled by `kind` (`lock`, `fair_lock`, ...):
 //!
@@ -24,6 +27,7 @@
 //! | `redisson_lock_renewals_total` | counter | renewals Redis confirmed |
 //! | `redisson_lock_renewal_failures_total` | counter | renewal scripts that failed or were not confirmed by replicas |
 //! | `redisson_lock_lost_total` | counter | holds found lost, also labelled `reason` |
+//! | `redisson_lock_at_risk_total` | counter | holds put at risk, also labelled `reason` |
 //! | `redisson_lock_wakeups_total` | counter | waiters woken by a message (rather than by a TTL, re-check or deadline) |
 
 use std::time::Duration;
@@ -154,6 +158,19 @@ pub(crate) fn lost(hold: &Hold, reason: &'static str) {
     metrics::lost(hold.kind.name(), reason);
 }
 
+/// A hold was put at risk (it was not before).
+pub(crate) fn at_risk(hold: &Hold, reason: &'static str) {
+    tracing::warn!(
+        target: "redisson_lock",
+        lock = &*hold.name,
+        owner = hold.owner.get(),
+        kind = hold.kind.name(),
+        reason,
+        "lock at risk"
+    );
+    metrics::at_risk(hold.kind.name(), reason);
+}
+
 /// A hold count went from 0 to 1 (`true`) or from 1 to 0 (`false`).
 pub(crate) fn held(kind: &'static dyn LockKind, now_held: bool) {
     metrics::held(kind.name(), now_held);
@@ -191,6 +208,10 @@ mod metrics {
         counter!("redisson_lock_lost_total", "kind" => kind, "reason" => reason).increment(1);
     }
 
+    pub(super) fn at_risk(kind: &'static str, reason: &'static str) {
+        counter!("redisson_lock_at_risk_total", "kind" => kind, "reason" => reason).increment(1);
+    }
+
     pub(super) fn held(kind: &'static str, now_held: bool) {
         let gauge = gauge!("redisson_lock_held", "kind" => kind);
         if now_held {
@@ -212,6 +233,7 @@ mod metrics {
     pub(super) fn acquired(_: &'static str, _: &'static str, _: Duration, _: Option<Duration>) {}
     pub(super) fn renewed(_: u64, _: u64) {}
     pub(super) fn lost(_: &'static str, _: &'static str) {}
+    pub(super) fn at_risk(_: &'static str, _: &'static str) {}
     pub(super) fn held(_: &'static str, _: bool) {}
     pub(super) fn woken() {}
 }

@@ -7,6 +7,9 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock, Weak};
 
+use fred::clients::Client;
+use fred::interfaces::EventInterface;
+
 use fred::types::Value;
 use futures::StreamExt;
 use tokio::sync::watch;
@@ -42,19 +45,56 @@ pub struct WatchdogStats {
     pub last_cycle_micros: u64,
 }
 
-pub(crate) async fn run(engine: Weak<Engine>, mut shutdown: watch::Receiver<bool>) {
+pub(crate) async fn run(
+    engine: Weak<Engine>,
+    mut shutdown: watch::Receiver<bool>,
+    topology_changed: Arc<tokio::sync::Notify>,
+) {
     let Some(period) = engine.upgrade().map(|e| e.config.lock_watchdog_timeout / 3) else {
         return;
     };
     loop {
         tokio::select! {
             _ = tokio::time::sleep(period) => {}
+            // A write connection reconnected or the cluster map changed: a
+            // failover may have lost locks, and their holders learn it from a
+            // renewal. Renew now rather than up to a period later.
+            _ = topology_changed.notified() => {}
             _ = shutdown.wait_for(|stop| *stop) => return,
         }
         let Some(engine) = engine.upgrade() else {
             return;
         };
         renew_all(&engine).await;
+    }
+}
+
+/// Wakes `topology_changed` whenever one of `writers` reconnects (a sentinel
+/// failover moves it to the new primary) or the cluster map changes, until
+/// shutdown.
+pub(crate) fn watch_topology(
+    writers: &[Client],
+    topology_changed: Arc<tokio::sync::Notify>,
+    shutdown: watch::Receiver<bool>,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    for writer in writers {
+        let mut reconnects = writer.reconnect_rx();
+        let mut changes = writer.cluster_change_rx();
+        let (nudge, mut shutdown) = (topology_changed.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            loop {
+                let event = tokio::select! {
+                    e = reconnects.recv() => e.map(drop),
+                    e = changes.recv() => e.map(drop),
+                    _ = shutdown.wait_for(|stop| *stop) => return,
+                };
+                match event {
+                    Ok(()) | Err(RecvError::Lagged(_)) => nudge.notify_one(),
+                    Err(RecvError::Closed) => return,
+                }
+            }
+        });
     }
 }
 
@@ -131,17 +171,49 @@ struct CycleStats {
 }
 
 /// Renews `holds` (one renewal, one slot) with one script.
+///
+/// Each hold's `ops` slot is held from before the script is built until its
+/// reply is read, so a renewal and a release of the same hold never
+/// overlap: once a release has returned, no renewal of that hold is sent
+/// (Redisson can renew a lock after its unlock returned, redisson#7272). A
+/// hold whose slot is taken (an acquire or release of it in flight, which
+/// sets its TTL anyway) waits for the next cycle.
 async fn renew_batch(engine: &Engine, holds: &[Arc<Hold>]) -> CycleStats {
     let mut cycle = CycleStats::default();
+    let mut slots = Vec::with_capacity(holds.len());
+    let holds: Vec<Arc<Hold>> = holds
+        .iter()
+        .filter(|hold| match hold.ops.try_acquire() {
+            // Released between the cycle's snapshot and now: not renewed.
+            Ok(slot) if hold.count() > 0 && !hold.is_retired() => {
+                slots.push(slot);
+                true
+            }
+            _ => false,
+        })
+        .cloned()
+        .collect();
+    if holds.is_empty() {
+        return cycle;
+    }
+    let holds = &holds[..];
     let lease = engine.config.lock_watchdog_timeout;
     let lease_ms = lease.as_millis() as i64;
     let (call, entries) = holds[0].kind.renewal().batch(engine, holds, lease_ms);
     let sent_at = Instant::now();
     cycle.scripts += 1;
+    let at_risk = |reason| {
+        for hold in holds {
+            if hold.lease.mark_at_risk() {
+                telemetry::at_risk(hold, reason);
+            }
+        }
+    };
     let (flags, synced) = match engine.write(|| call.clone()).await {
         Ok((Value::Array(flags), synced)) if flags.len() == entries.len() => (flags, synced),
         Ok((other, _)) => {
             tracing::warn!(reply = ?other, "unexpected renewal reply");
+            at_risk("renewal_failed");
             cycle.failures += 1;
             return cycle;
         }
@@ -149,17 +221,18 @@ async fn renew_batch(engine: &Engine, holds: &[Arc<Hold>]) -> CycleStats {
             // The deadline keeps running: if no later cycle succeeds in time,
             // the holders are told their locks are lost.
             tracing::warn!(error = %e, locks = holds.len(), "lock renewal failed");
+            at_risk("renewal_failed");
             cycle.failures += 1;
             return cycle;
         }
     };
     let confirmed = !matches!(synced, Synced::Short { .. });
-    if let Synced::Short { acked, connected } = synced {
+    if let Synced::Short { acked, known, .. } = synced {
         // Renewed on the primary only: a failover now would bring back the
         // old expiry, so the deadlines are not moved.
         tracing::warn!(
             acked,
-            connected,
+            known,
             locks = holds.len(),
             "lock renewal not confirmed by replicas"
         );
@@ -172,6 +245,8 @@ async fn renew_batch(engine: &Engine, holds: &[Arc<Hold>]) -> CycleStats {
                 if confirmed {
                     hold.lease.confirm(sent_at, lease);
                     cycle.renewed += 1;
+                } else if hold.lease.mark_at_risk() {
+                    telemetry::at_risk(hold, "renewal_unconfirmed");
                 }
             } else if hold.lease.mark_gone() {
                 telemetry::lost(hold, "gone");
@@ -179,6 +254,7 @@ async fn renew_batch(engine: &Engine, holds: &[Arc<Hold>]) -> CycleStats {
             }
         }
     }
+    drop(slots);
     cycle
 }
 

@@ -7,7 +7,7 @@ use std::future::Future;
 use crate::engine::raw::Held;
 use crate::error::Result;
 use crate::lock::Unlocked;
-use crate::{LostSignal, OwnerId};
+use crate::{LostSignal, OwnerId, SafetyLevel};
 
 /// One hold on a lock. Release it with [`LockGuard::unlock`], which reports
 /// errors; dropping the guard instead releases it in the background (with no
@@ -135,6 +135,56 @@ impl LockGuard {
         self.held.is_lost()
     }
 
+    /// What the replicas had confirmed when this hold was acquired: how
+    /// many of the replicas the deployment knows the primary has, or
+    /// [`SafetyLevel::NotChecked`] (a single-server address; a server without
+    /// `WAIT` with `checkLockSyncedSlaves` off; an acquisition whose reply
+    /// was lost and was read back). `docs/safety.md` measures what each
+    /// level survives.
+    ///
+    /// ```no_run
+    /// use redisson_lock::SafetyLevel;
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// if let SafetyLevel::Replicas { acked, known } = guard.safety() {
+    ///     if acked < known {
+    ///         eprintln!("payout lock on {acked} of {known} replicas: a failover may lose it");
+    ///     }
+    /// }
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn safety(&self) -> SafetyLevel {
+        self.held.safety()
+    }
+
+    /// True while the lock is at risk (its last renewal failed or was not
+    /// confirmed by the replicas), and once it is lost. See
+    /// [`LostSignal::at_risk`].
+    pub fn is_at_risk(&self) -> bool {
+        self.held.is_at_risk()
+    }
+
+    /// Completes when the lock is at risk or lost. See [`LostSignal::at_risk`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// let guard = lock.lock().await?;
+    /// tokio::select! {
+    ///     () = async { /* migrate the next batch of accounts */ } => {}
+    ///     () = guard.at_risk() => eprintln!("renewal failing: finish this batch, start no other"),
+    /// }
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn at_risk(&self) {
+        self.lost_signal().at_risk().await
+    }
+
     /// Completes when the lock is lost. See [`LostSignal`].
     ///
     /// # Cancel safety
@@ -204,6 +254,8 @@ impl std::fmt::Debug for LockGuard {
             .field("name", &self.name())
             .field("field", &self.field())
             .field("renewed", &self.is_renewed())
+            .field("safety", &self.safety())
+            .field("at_risk", &self.is_at_risk())
             .field("lost", &self.is_lost())
             .finish()
     }

@@ -645,6 +645,54 @@ impl Sentinel {
         .await
     }
 
+    /// Runs `SENTINEL <args>` on every sentinel.
+    pub async fn on_sentinels(&self, args: &[&str]) {
+        for s in &self.sentinels {
+            let c = node_client(s.port).await;
+            let _: Value = c
+                .custom(
+                    CustomCommand::new_static("SENTINEL", ClusterHash::Random, false),
+                    args.to_vec(),
+                )
+                .await
+                .unwrap();
+            let _ = c.quit().await;
+        }
+    }
+
+    /// Waits until every sentinel lists the replica on `port` with
+    /// (`down == true`) or without the `s_down` flag.
+    pub async fn await_replica_down(&self, port: u16, down: bool) {
+        until("sentinels agree on a replica's state", || async {
+            for s in &self.sentinels {
+                let c = node_client(s.port).await;
+                let replicas: Vec<Vec<String>> = c
+                    .custom(
+                        CustomCommand::new_static("SENTINEL", ClusterHash::Random, false),
+                        vec!["REPLICAS", SERVICE],
+                    )
+                    .await
+                    .unwrap();
+                let _ = c.quit().await;
+                let flagged = replicas.iter().any(|fields| {
+                    let get = |name: &str| {
+                        fields
+                            .chunks(2)
+                            .find(|kv| kv[0] == name)
+                            .map(|kv| kv[1].clone())
+                    };
+                    get("port").and_then(|p| p.parse::<u16>().ok()) == Some(port)
+                        && get("flags").is_some_and(|f| f.split(',').any(|f| f == "s_down"))
+                });
+                if flagged != down {
+                    return false;
+                }
+            }
+            true
+        })
+        .await
+    }
+
     async fn agreed_primary(&self, old: u16) -> Option<u16> {
         let mut seen = Vec::new();
         for s in &self.sentinels {

@@ -441,3 +441,30 @@ async fn a_cluster_behind_one_address_renews_and_deletes_by_slot() {
     ));
     client.shutdown().await;
 }
+
+/// Some proxies and managed services refuse `WAIT`. That is found at
+/// connect and refused with the setting to change, never downgraded
+/// silently; with the check off, guards say nothing was checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_wait_is_refused_at_connect_unless_the_check_is_off() {
+    use redisson_lock::SafetyLevel;
+
+    let cluster = Cluster::start_with(0, &["--rename-command", "WAIT", ""]).await;
+    let err = RedissonClient::connect(config(&cluster.url(), Duration::from_secs(1)))
+        .await
+        .unwrap_err();
+    assert!(matches!(&err, Error::Config(_)), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("refuses WAIT") && text.contains("checkLockSyncedSlaves: false"),
+        "{text}"
+    );
+
+    let mut unchecked = config(&cluster.url(), Duration::from_secs(1));
+    unchecked.check_lock_synced_slaves = false;
+    let client = RedissonClient::connect(unchecked).await.unwrap();
+    let guard = client.lock("no-wait").unwrap().lock().await.unwrap();
+    assert_eq!(guard.safety(), SafetyLevel::NotChecked);
+    guard.unlock().await.unwrap();
+    client.shutdown().await;
+}

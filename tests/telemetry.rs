@@ -198,8 +198,55 @@ async fn one_lock_wait_unlock_and_loss_cycle_is_traced_and_counted() {
     assert_eq!(lost.len(), 1, "{lost:?}");
     assert_eq!(lost[0].get("reason"), "gone");
 
+    // A renewal that fails puts the hold at risk before it is lost, and the
+    // next confirmed renewal clears it. Renewals every 2 s; the server holds
+    // every write for 4 s just after one, so the next one times out (1 s)
+    // and the one after lands well inside the 6 s lease.
+    let slow = common::client(&server, Duration::from_secs(6)).await;
+    let risky = slow.lock("risky").unwrap().lock().await.unwrap();
+    let mut cycles = slow.watchdog_updates();
+    within("a renewal cycle", cycles.changed()).await.unwrap();
+    let _: () = raw
+        .custom(
+            fred::types::CustomCommand::new_static(
+                "CLIENT",
+                fred::types::ClusterHash::Random,
+                false,
+            ),
+            vec!["PAUSE", "4000", "WRITE"],
+        )
+        .await
+        .unwrap();
+    within("the at-risk signal", risky.at_risk()).await;
+    assert!(!risky.is_lost(), "at risk before lost");
+    within("a confirmed renewal clears the risk", async {
+        while risky.is_at_risk() {
+            cycles.changed().await.unwrap();
+        }
+    })
+    .await;
+    assert!(!risky.is_lost());
+    risky.unlock().await.unwrap();
+    slow.shutdown().await;
+    let at_risk: Vec<Seen> = spans
+        .spans("event", "risky")
+        .into_iter()
+        .filter(|e| e.get("message") == "lock at risk")
+        .collect();
+    assert_eq!(at_risk.len(), 1, "{at_risk:?}");
+    assert_eq!(at_risk[0].get("reason"), "renewal_failed");
+
     // Metrics.
     let snapshot: Snapshot = snapshotter.snapshot().into_vec();
+    let at_risk = metric(
+        &snapshot,
+        MetricKind::Counter,
+        "redisson_lock_at_risk_total",
+    );
+    assert!(
+        matches!(&at_risk[..], [(labels, DebugValue::Counter(1))] if labels.contains(&"reason=renewal_failed".to_string())),
+        "{at_risk:?}"
+    );
     let acquire_seconds = metric(
         &snapshot,
         MetricKind::Histogram,
@@ -213,7 +260,8 @@ async fn one_lock_wait_unlock_and_loss_cycle_is_traced_and_counted() {
             _ => 0,
         })
         .sum();
-    assert_eq!(samples, 2, "{acquire_seconds:?}");
+    // "traced" twice, "risky" once.
+    assert_eq!(samples, 3, "{acquire_seconds:?}");
     let wait = metric(
         &snapshot,
         MetricKind::Histogram,

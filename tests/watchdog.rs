@@ -108,3 +108,71 @@ async fn two_hundred_fifty_locks_are_renewed_by_three_scripts_per_cycle() {
         guard.unlock().await.unwrap();
     }
 }
+
+/// Redisson can renew a lock after its unlock returned (redisson#7272). Here
+/// a renewal and a release of the same hold never overlap, so on the server
+/// (MONITOR's order) no command of a released hold follows its unlock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_renewal_of_a_hold_follows_its_release() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+
+    let server = RedisServer::start().await;
+    let mut monitor = tokio::process::Command::new("redis-cli")
+        .args(["-p", &server.port.to_string(), "monitor"])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("redis-cli (redis-tools) for MONITOR");
+    let mut lines = BufReader::new(monitor.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next_line().await.unwrap().as_deref(), Some("OK"));
+    // A renewal every 30 ms, so releases keep landing on renewal cycles.
+    let client = client(&server, Duration::from_millis(90)).await;
+    let tasks: Vec<_> = (0..24)
+        .map(|task| {
+            let lock = client.lock(&format!("churn-{task}")).unwrap();
+            tokio::spawn(async move {
+                let mut fields = vec![];
+                for round in 0..40u64 {
+                    let guard = lock.lock().await.unwrap();
+                    fields.push(guard.field());
+                    tokio::time::sleep(Duration::from_millis((round * 7 + task) % 45)).await;
+                    // A lease lost on a busy machine is still released.
+                    let _ = guard.unlock().await;
+                }
+                fields
+            })
+        })
+        .collect();
+    let mut fields = vec![];
+    for task in tasks {
+        fields.extend(task.await.unwrap());
+    }
+    let renewals = client.watchdog_stats().renewed;
+    let raw = server.raw().await;
+    let _: String = raw.echo("monitor-end").await.unwrap();
+    let mut seen = vec![];
+    within("MONITOR up to the end marker", async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if line.contains("monitor-end") {
+                break;
+            }
+            // What clients sent, not what their scripts ran.
+            if !line.contains(" lua] ") {
+                seen.push(line);
+            }
+        }
+    })
+    .await;
+    assert!(renewals > 100, "only {renewals} renewals: nothing raced");
+    let mut late = vec![];
+    for field in &fields {
+        let quoted = format!("\"{field}\"");
+        let unlocked = seen
+            .iter()
+            .rposition(|l| l.contains(&quoted) && l.contains("redisson_unlock_latch"))
+            .unwrap_or_else(|| panic!("no unlock of {field}"));
+        late.extend(seen[unlocked + 1..].iter().filter(|l| l.contains(&quoted)));
+    }
+    assert!(late.is_empty(), "commands after the unlock: {late:#?}");
+    client.shutdown().await;
+}

@@ -103,6 +103,11 @@ pub enum Error {
         /// What the quorum asked for (`>= 1`, `all`, or a number).
         required: String,
     },
+    /// The deployment is failing over: after moving to the node the
+    /// deployment names, the client still did not reach a primary. Nothing
+    /// was sent; retrying once the failover is over is safe.
+    #[error("no primary to write to ({0}); nothing was sent, retry once the failover is over")]
+    NoPrimary(String),
     /// The client was shut down.
     #[error("the client is shut down")]
     Shutdown,
@@ -246,7 +251,7 @@ impl Error {
 
     /// True for failures that may pass if the same call is made again later:
     /// a timeout, a connection failure (Redis restarting, a failover), an
-    /// unsettled outcome, or too few replicas confirming. False for refusals
+    /// unsettled outcome, too few replicas confirming, or no primary yet. False for refusals
     /// that will not change by retrying (bad arguments, wrong key type, not
     /// held, lost, bad credentials or configuration, shut down).
     ///
@@ -259,7 +264,8 @@ impl Error {
     /// assert!(!err.is_transient());
     /// ```
     pub fn is_transient(&self) -> bool {
-        self.is_outcome_unknown() || matches!(self, Error::ReplicasNotSynced { .. })
+        self.is_outcome_unknown()
+            || matches!(self, Error::ReplicasNotSynced { .. } | Error::NoPrimary(_))
     }
 
     /// [`Error::is_outcome_unknown`] for a reply that never came: the crate's

@@ -29,7 +29,8 @@ impl Engine {
     pub(crate) async fn start(config: Config) -> Result<Arc<Engine>> {
         config.validate()?;
         let fred_config = config.to_fred_config()?;
-        let deployment = Deployment::of(&fred_config, config.timeout);
+        let topology_changed = Arc::new(tokio::sync::Notify::new());
+        let deployment = Deployment::of(&fred_config, config.timeout, topology_changed.clone());
         let cluster = matches!(fred_config.server, ServerConfig::Clustered { .. });
         let centralized = matches!(fred_config.server, ServerConfig::Centralized { .. });
         // Redisson waits for replicas on every deployment but a single server.
@@ -128,7 +129,6 @@ impl Engine {
             stats: watch::Sender::new(WatchdogStats::default()),
             lifecycle: lifecycle.clone(),
         });
-        let topology_changed = Arc::new(tokio::sync::Notify::new());
         let writer_clients: Vec<Client> =
             engine.writers().map(|lane| lane.client().clone()).collect();
         watchdog::watch_topology(

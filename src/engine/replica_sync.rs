@@ -130,6 +130,8 @@ struct NodeState {
     connected: i64,
     /// Replicas the deployment knows it has and does not consider down.
     known: i64,
+    /// The deployment is not failing over (see `deployment`).
+    settled: bool,
 }
 
 impl ReplicaSync {
@@ -216,19 +218,35 @@ impl ReplicaSync {
     ) -> Result<(Value, Synced)> {
         let script = call.script;
         let node = node_key(redis, slot);
-        let NodeState { connected, known } = self.node_state(redis, &node, slot).await?;
+        let NodeState {
+            connected,
+            known,
+            settled,
+        } = self.node_state(redis, &node, slot).await?;
         let required = self.required(known);
-        if required == 0 || connected < required {
+        let failing_over = !settled || self.deployment.failover_announced();
+        if required == 0 || connected < required || failing_over {
             // Nothing to wait for, or no chance the quorum is met: no WAIT
             // (none at all on a primary without replicas, as Redisson), and
-            // the write is judged on what is attached.
+            // the write is judged on what is attached. During a failover
+            // nothing is confirmed: the replica that confirms may be about to
+            // resync from a new primary without the write.
             let reply = script.run(redis, self.timeout, slot, call, rebuild).await?;
-            if connected < required {
-                // Replicas are re-attaching (a fresh primary) or gone: read
-                // the state again next time.
+            if connected < required || failing_over {
+                // Replicas are re-attaching (a fresh primary), gone, or the
+                // primary is changing: read the state again next time.
                 self.forget(&node);
             }
-            return Ok((reply, self.judge(0, connected, known)));
+            let synced = if failing_over && required > 0 && self.check {
+                Synced::Short {
+                    acked: 0,
+                    connected,
+                    known,
+                }
+            } else {
+                self.judge(0, connected, known)
+            };
+            return Ok((reply, synced));
         }
         let (reply, acked) = script
             .run_then_wait(
@@ -362,8 +380,8 @@ impl ReplicaSync {
                 // was sent so far.
                 if refreshed {
                     // Nothing was sent: a definite failure, not an unknown one.
-                    return Err(Error::redis(
-                        "still connected to a node that is not the primary after a failover; retry later",
+                    return Err(Error::NoPrimary(
+                        "the node reached after reconnecting is not the primary".into(),
                     ));
                 }
                 refreshed = true;
@@ -378,7 +396,12 @@ impl ReplicaSync {
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(0);
             let known = view.and_then(|v| v.known_replicas).unwrap_or(connected);
-            let state = NodeState { connected, known };
+            let settled = view.is_none_or(|v| v.settled);
+            let state = NodeState {
+                connected,
+                known,
+                settled,
+            };
             self.nodes
                 .lock()
                 .insert(node.to_string(), (state, Instant::now()));

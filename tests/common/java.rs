@@ -103,6 +103,25 @@ impl JavaPeer {
         Self::start_with(profile, version, nodes, watchdog_ms, &["--cluster"]).await
     }
 
+    /// A peer on a Sentinel deployment: `sentinels` is a comma-separated
+    /// list of `redis://host:port` sentinel addresses.
+    pub async fn start_sentinel(
+        profile: &str,
+        version: &str,
+        sentinels: &str,
+        master: &str,
+        watchdog_ms: u64,
+    ) -> JavaPeer {
+        Self::start_with(
+            profile,
+            version,
+            sentinels,
+            watchdog_ms,
+            &["--sentinel", master],
+        )
+        .await
+    }
+
     async fn start_with(
         profile: &str,
         version: &str,

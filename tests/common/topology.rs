@@ -217,6 +217,10 @@ impl Cluster {
         self.nodes.iter().find(|n| n.port == port).unwrap()
     }
 
+    pub fn node_mut(&mut self, port: u16) -> &mut RedisServer {
+        self.nodes.iter_mut().find(|n| n.port == port).unwrap()
+    }
+
     /// Ports of the current primaries, as node 0 sees them.
     pub async fn primaries(&self) -> Vec<u16> {
         let c = node_client(self.nodes[0].port).await;
@@ -629,6 +633,26 @@ impl Sentinel {
 
     pub fn node(&self, port: u16) -> &RedisServer {
         self.data_nodes().find(|n| n.port == port).unwrap()
+    }
+
+    pub fn node_mut(&mut self, port: u16) -> &mut RedisServer {
+        std::iter::once(&mut self.primary)
+            .chain(self.replicas.iter_mut())
+            .find(|n| n.port == port)
+            .unwrap()
+    }
+
+    /// Runs `SENTINEL <args>` on the first sentinel.
+    pub async fn on_sentinels_first(&self, args: &[&str]) {
+        let c = node_client(self.sentinels[0].port).await;
+        let _: Value = c
+            .custom(
+                CustomCommand::new_static("SENTINEL", ClusterHash::Random, false),
+                args.to_vec(),
+            )
+            .await
+            .unwrap();
+        let _ = c.quit().await;
     }
 
     /// Waits until every sentinel names a primary other than `old`, and that

@@ -67,6 +67,7 @@ public final class InteropPeer {
 
         String url = null;
         boolean cluster = false;
+        String sentinelMaster = null;
         long watchdogMs = 30_000L;
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
@@ -77,6 +78,9 @@ public final class InteropPeer {
                         break;
                     case "--cluster":
                         cluster = true;
+                        break;
+                    case "--sentinel":
+                        sentinelMaster = args[++i];
                         break;
                     case "--watchdog-ms":
                         watchdogMs = Long.parseLong(args[++i]);
@@ -110,6 +114,10 @@ public final class InteropPeer {
             if (cluster) {
                 // --url is a comma-separated list of node addresses.
                 config.useClusterServers().addNodeAddress(url.split(","));
+            } else if (sentinelMaster != null) {
+                // --url is a comma-separated list of sentinel addresses.
+                config.useSentinelServers().setMasterName(sentinelMaster)
+                        .addSentinelAddress(url.split(","));
             } else {
                 config.useSingleServer().setAddress(url);
             }
@@ -131,7 +139,7 @@ public final class InteropPeer {
         if (error != null) {
             System.err.println("interop-peer: " + error);
         }
-        System.err.println("usage: java -jar interop-peer-X.jar --url redis://HOST:PORT[,redis://HOST:PORT...] [--cluster] [--watchdog-ms N]");
+        System.err.println("usage: java -jar interop-peer-X.jar --url redis://HOST:PORT[,redis://HOST:PORT...] [--cluster | --sentinel MASTER] [--watchdog-ms N]");
     }
 
     private static String redissonVersion() {
@@ -304,6 +312,10 @@ public final class InteropPeer {
                 Long token = lockAndGetToken(lockFor("fenced", p[2]), Long.parseLong(p[3]), wait,
                         Long.parseLong(p[p.length - 1]));
                 return String.valueOf(token);
+            }
+            case "safety": {
+                need(p, 4, "safety PREFIX LOCKS THREADS RESOURCE_URL");
+                return safety(p[2], Integer.parseInt(p[3]), Integer.parseInt(p[4]), p[5]);
             }
             case "fencedToken": {
                 need(p, 1, "fencedToken NAME");
@@ -651,6 +663,95 @@ public final class InteropPeer {
         Future<?> f = (Future<?>) fenced(FENCED_TRY_LOCK_AND_GET_TOKEN, fencedLock, wait, lease,
                 TimeUnit.MILLISECONDS, tid);
         return (Long) f.get();
+    }
+
+    /** Enters a critical section on the resource server (see tests/failover/resource.rs). */
+    private static final String SAFETY_ENTER =
+            "local inside = redis.call('INCR', KEYS[1]) "
+            + "local token = tonumber(ARGV[3]) "
+            + "local newest, by = string.match(redis.call('GET', KEYS[2]) or '0 -', '(%d+) (%S+)') "
+            + "local regressed = '-' "
+            + "if token <= tonumber(newest) then regressed = by else redis.call('SET', KEYS[2], token .. ' ' .. ARGV[1]) end "
+            + "local t = redis.call('TIME') "
+            + "local us = t[1] .. string.format('%06d', tonumber(t[2])) "
+            + "redis.call('RPUSH', KEYS[3], 'E ' .. ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. inside .. ' ' .. regressed .. ' ' .. us) "
+            + "return tostring(inside)";
+    private static final String SAFETY_EXIT =
+            "redis.call('DECR', KEYS[1]) "
+            + "local t = redis.call('TIME') "
+            + "local us = t[1] .. string.format('%06d', tonumber(t[2])) "
+            + "redis.call('RPUSH', KEYS[2], 'X ' .. ARGV[1] .. ' ' .. us) "
+            + "return us";
+
+    /**
+     * The failover suite's JVM client: THREADS threads take fenced locks PREFIX:lock-0 ..
+     * PREFIX:lock-(LOCKS-1) at random (tryLock, 1.5 s), enter and leave each critical section
+     * on the resource server at RESOURCE_URL (logging it to the list "jsections"), hold it
+     * 5-40 ms (one in four: 0.3-2.5 s), unlock; until the key "safety:stop" on the resource is "1". Returns
+     * "SECTIONS ERRORS".
+     */
+    private String safety(String prefix, int locks, int threads, String resourceUrl) throws Exception {
+        Config rc = new Config();
+        rc.useSingleServer().setAddress(resourceUrl);
+        RedissonClient resource = Redisson.create(rc);
+        java.util.concurrent.atomic.AtomicLong sections = new java.util.concurrent.atomic.AtomicLong();
+        java.util.concurrent.atomic.AtomicLong errors = new java.util.concurrent.atomic.AtomicLong();
+        try {
+            org.redisson.api.RScript script = resource.getScript(StringCodec.INSTANCE);
+            RBucket<String> stop = resource.getBucket("safety:stop", StringCodec.INSTANCE);
+            java.util.List<Thread> workers = new java.util.ArrayList<>();
+            for (int t = 0; t < threads; t++) {
+                final String holder = "j" + t;
+                Thread worker = new Thread(() -> {
+                    java.util.Random random = new java.util.Random();
+                    long tid = Thread.currentThread().getId();
+                    while (!"1".equals(stop.get())) {
+                        String name = prefix + ":lock-" + random.nextInt(locks);
+                        RLock lock;
+                        Long token;
+                        try {
+                            lock = lockFor("fenced", name);
+                            token = lockAndGetToken(lock, tid, 1500, -1);
+                        } catch (Exception e) {
+                            errors.incrementAndGet();
+                            try { Thread.sleep(20); } catch (InterruptedException ie) { return; }
+                            continue;
+                        }
+                        if (token == null) {
+                            continue;
+                        }
+                        try {
+                            script.eval(org.redisson.api.RScript.Mode.READ_WRITE, SAFETY_ENTER,
+                                    org.redisson.api.RScript.ReturnType.VALUE,
+                                    java.util.List.of("inside:" + name, "token:" + name, "jsections"),
+                                    holder, name, String.valueOf(token));
+                            // As the Rust clients: one section in four is long.
+                            Thread.sleep(random.nextInt(4) == 0 ? 300 + random.nextInt(2200) : 5 + random.nextInt(35));
+                            script.eval(org.redisson.api.RScript.Mode.READ_WRITE, SAFETY_EXIT,
+                                    org.redisson.api.RScript.ReturnType.VALUE,
+                                    java.util.List.of("inside:" + name, "jsections"), holder);
+                            sections.incrementAndGet();
+                        } catch (InterruptedException e) {
+                            return;
+                        } finally {
+                            try {
+                                lock.unlockAsync(tid).get();
+                            } catch (Exception e) {
+                                errors.incrementAndGet();
+                            }
+                        }
+                    }
+                }, "safety-" + holder);
+                worker.start();
+                workers.add(worker);
+            }
+            for (Thread worker : workers) {
+                worker.join();
+            }
+            return sections.get() + " " + errors.get();
+        } finally {
+            resource.shutdown();
+        }
     }
 
     /**

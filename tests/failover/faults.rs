@@ -1,0 +1,242 @@
+//! The deployments under test and the faults injected into them.
+
+use std::time::Duration;
+
+use fred::prelude::*;
+use fred::types::{ClusterHash, CustomCommand};
+
+use crate::common::java::JavaPeer;
+use crate::common::topology::{node_client, until, Cluster, Sentinel};
+use crate::common::within;
+use crate::workload::TAG;
+
+/// The faults, each injected into the primary that holds the workload's
+/// locks (or one of its replicas).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum Fault {
+    /// `SENTINEL FAILOVER` / `CLUSTER FAILOVER`.
+    Graceful,
+    /// SIGKILL of the primary; it comes back (empty) as a replica.
+    Kill,
+    /// SIGSTOP of the primary past failure detection, then SIGCONT: the old
+    /// primary comes back while another has taken over.
+    Pause,
+    /// SIGSTOP of one replica for 2.5 s (past failure detection): `WAIT`
+    /// cannot be satisfied by it.
+    ReplicaPause,
+}
+
+impl Fault {
+    pub const ALL: [Fault; 4] = [
+        Fault::Graceful,
+        Fault::Kill,
+        Fault::Pause,
+        Fault::ReplicaPause,
+    ];
+
+    /// Whether the fault moves the primary.
+    pub fn fails_over(self) -> bool {
+        self != Fault::ReplicaPause
+    }
+}
+
+pub enum Deployment {
+    Sentinel(Box<Sentinel>),
+    Cluster(Cluster),
+}
+
+impl Deployment {
+    pub async fn sentinel() -> Self {
+        Deployment::Sentinel(Box::new(Sentinel::start().await))
+    }
+
+    pub async fn cluster() -> Self {
+        Deployment::Cluster(Cluster::start().await)
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Deployment::Sentinel(_) => "sentinel",
+            Deployment::Cluster(_) => "cluster",
+        }
+    }
+
+    pub fn url(&self) -> String {
+        match self {
+            Deployment::Sentinel(s) => s.url(),
+            Deployment::Cluster(c) => c.url(),
+        }
+    }
+
+    /// A JVM Redisson 4.7.0 client of this deployment (its default
+    /// `checkLockSyncedSlaves`).
+    pub async fn jvm_peer(&self, watchdog: Duration) -> JavaPeer {
+        let (profile, version) = crate::common::java::NEWEST_VERSIONS[0];
+        let ms = watchdog.as_millis() as u64;
+        match self {
+            Deployment::Sentinel(s) => {
+                let sentinels = s
+                    .sentinels
+                    .iter()
+                    .map(|n| format!("redis://127.0.0.1:{}", n.port))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                JavaPeer::start_sentinel(profile, version, &sentinels, "mymaster", ms).await
+            }
+            Deployment::Cluster(c) => {
+                JavaPeer::start_cluster(profile, version, &c.addresses(), ms).await
+            }
+        }
+    }
+
+    /// The primary the workload's locks live on.
+    async fn primary(&self) -> u16 {
+        match self {
+            Deployment::Sentinel(s) => s.primary_port().await,
+            Deployment::Cluster(c) => c.owner_of(redisson_lock::naming::slot(TAG)).await,
+        }
+    }
+
+    async fn replica_of(&self, primary: u16) -> u16 {
+        match self {
+            Deployment::Sentinel(s) => s
+                .data_nodes()
+                .map(|n| n.port)
+                .find(|p| *p != primary)
+                .unwrap(),
+            Deployment::Cluster(c) => c.replica_of(primary).await,
+        }
+    }
+
+    pub async fn await_healthy(&self) {
+        match self {
+            Deployment::Sentinel(s) => s.await_healthy().await,
+            Deployment::Cluster(c) => c.await_healthy().await,
+        }
+    }
+
+    fn node(&self, port: u16) -> &crate::common::RedisServer {
+        match self {
+            Deployment::Sentinel(s) => s.node(port),
+            Deployment::Cluster(c) => c.node(port),
+        }
+    }
+
+    fn node_mut(&mut self, port: u16) -> &mut crate::common::RedisServer {
+        match self {
+            Deployment::Sentinel(s) => s.node_mut(port),
+            Deployment::Cluster(c) => c.node_mut(port),
+        }
+    }
+
+    /// Waits until a node other than `old` is the primary of the
+    /// workload's locks, as seen from nodes that answer.
+    async fn await_new_primary(&self, old: u16) -> u16 {
+        match self {
+            Deployment::Sentinel(s) => s.await_new_primary(old).await,
+            Deployment::Cluster(c) => {
+                let slot = redisson_lock::naming::slot(TAG);
+                let alive: Vec<u16> = c
+                    .nodes
+                    .iter()
+                    .map(|n| n.port)
+                    .filter(|p| *p != old)
+                    .collect();
+                let found = std::sync::Arc::new(std::sync::atomic::AtomicU16::new(0));
+                until("the cluster fails over", || {
+                    let (alive, found) = (alive.clone(), found.clone());
+                    async move {
+                        let mut owners = vec![];
+                        for p in &alive {
+                            owners.push(slot_owner(*p, slot).await);
+                        }
+                        let agreed = owners.windows(2).all(|w| w[0] == w[1]);
+                        match owners.first() {
+                            Some(Some(owner)) if agreed && *owner != old => {
+                                found.store(*owner, std::sync::atomic::Ordering::Relaxed);
+                                true
+                            }
+                            _ => false,
+                        }
+                    }
+                })
+                .await;
+                found.load(std::sync::atomic::Ordering::Relaxed)
+            }
+        }
+    }
+
+    /// Injects `fault`, waits until the deployment has recovered and is
+    /// healthy again; returns whether the primary changed.
+    pub async fn inject(&mut self, fault: Fault) -> bool {
+        let primary = self.primary().await;
+        match fault {
+            Fault::Graceful => {
+                match self {
+                    Deployment::Sentinel(s) => {
+                        s.on_sentinels_first(&["FAILOVER", "mymaster"]).await
+                    }
+                    Deployment::Cluster(c) => {
+                        let replica = c.replica_of(primary).await;
+                        let node = node_client(replica).await;
+                        let _: String = node
+                            .custom(
+                                CustomCommand::new_static("CLUSTER", ClusterHash::Random, false),
+                                vec!["FAILOVER"],
+                            )
+                            .await
+                            .unwrap();
+                        let _ = node.quit().await;
+                    }
+                }
+                self.await_new_primary(primary).await;
+            }
+            Fault::Kill => {
+                self.node_mut(primary).kill().await;
+                self.await_new_primary(primary).await;
+                // Back, empty, on its port: the deployment makes it a replica.
+                self.node_mut(primary).restart().await;
+            }
+            Fault::Pause => {
+                self.node(primary).freeze();
+                self.await_new_primary(primary).await;
+                self.node(primary).thaw();
+            }
+            Fault::ReplicaPause => {
+                let replica = self.replica_of(primary).await;
+                self.node(replica).freeze();
+                // How long the fault lasts: past failure detection (1 s).
+                tokio::time::sleep(Duration::from_millis(2500)).await;
+                self.node(replica).thaw();
+            }
+        }
+        within("the deployment heals", self.await_healthy()).await;
+        fault.fails_over()
+    }
+}
+
+async fn slot_owner(port: u16, slot: u16) -> Option<u16> {
+    let c = node_client(port).await;
+    let slots: Result<Value, _> = c
+        .custom(
+            CustomCommand::new_static("CLUSTER", ClusterHash::Random, false),
+            vec!["SLOTS"],
+        )
+        .await;
+    let _ = c.quit().await;
+    let Ok(Value::Array(ranges)) = slots else {
+        return None;
+    };
+    ranges.iter().find_map(|r| {
+        let Value::Array(r) = r else { return None };
+        let start = r.first()?.as_i64()?;
+        let end = r.get(1)?.as_i64()?;
+        if !(start..=end).contains(&i64::from(slot)) {
+            return None;
+        }
+        let Value::Array(primary) = r.get(2)? else {
+            return None;
+        };
+        primary.get(1)?.as_i64().map(|p| p as u16)
+    })
+}

@@ -1,0 +1,358 @@
+//! Safety through failovers, measured: clients contend for fenced locks on
+//! a Sentinel or Cluster deployment while its primary is failed over,
+//! killed, paused, or its replica paused; every critical section enters and
+//! leaves a separate redis-server that no fault touches, which finds every
+//! overlap and every fencing token that went backwards.
+//!
+//! An overlap is *signalled* when the earlier holder had heard (at risk or
+//! lost) before the later one entered, or the later holder's guard was at
+//! risk as it entered; otherwise it is *silent*: nobody could have known.
+//!
+//! `cargo test --test failover` runs the bounded form CI runs: each fault
+//! once, on both deployments, with the default replica quorum, and asserts
+//! no silent overlap and no token regression. The full run
+//! (`bash scripts/safety.sh`) repeats each fault several times for every
+//! quorum setting and writes `target/safety/results.json`, from which
+//! docs/safety.md's tables and plot are made.
+
+#[path = "../common/mod.rs"]
+mod common;
+mod faults;
+mod resource;
+mod workload;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use faults::{Deployment, Fault};
+use resource::{now_us, Resource};
+use workload::{Quorum, Section, Shape, Workload};
+
+const SHAPE: Shape = Shape {
+    clients: 2,
+    tasks: 3,
+    locks: 3,
+    watchdog: Duration::from_secs(3),
+};
+
+/// One fault injected once.
+#[derive(Debug, Clone, serde::Serialize)]
+struct Episode {
+    fault: Fault,
+    started_us: i64,
+    healed_us: i64,
+    failed_over: bool,
+}
+
+/// What one (deployment, quorum, fault) cell measured.
+#[derive(Debug, Clone, serde::Serialize)]
+struct Cell {
+    deployment: &'static str,
+    quorum: Quorum,
+    fault: Fault,
+    episodes: usize,
+    failovers: usize,
+    sections: usize,
+    /// JVM sections among them.
+    jvm_sections: usize,
+    /// Silent overlaps whose earlier holder was a Rust guard.
+    silent: usize,
+    /// Silent overlaps whose earlier holder was the JVM client (Redisson
+    /// tells its holders nothing).
+    silent_after_jvm: usize,
+    /// The earlier holder had heard its lock was lost / only at risk.
+    signalled_lost: usize,
+    signalled_at_risk: usize,
+    /// The later holder's guard was at risk as it entered.
+    signalled_new_holder: usize,
+    /// Sections whose fencing token was not above every token handed out
+    /// before: the larger token had gone to a Rust guard.
+    token_regressions: usize,
+    /// ... to the JVM client.
+    token_regressions_after_jvm: usize,
+    /// Per episode: from the fault to the first probe acquisition after the
+    /// first refused one (0 when none was refused).
+    recovery_ms: Vec<f64>,
+    errors: BTreeMap<String, u64>,
+    /// Each silent overlap: both sections and the episode, in words.
+    timelines: Vec<String>,
+}
+
+/// Runs `faults` (each `episodes` times) on `deployment` under the
+/// workload with `quorum`; one cell per fault.
+async fn run(
+    deployment: &mut Deployment,
+    quorum: Quorum,
+    faults: &[Fault],
+    episodes: usize,
+    jvm: bool,
+) -> Vec<Cell> {
+    let resource = Arc::new(Resource::start().await);
+    let peer = match jvm {
+        true => Some(deployment.jvm_peer(SHAPE.watchdog).await),
+        false => None,
+    };
+    let workload = Workload::start(&deployment.url(), quorum, SHAPE, resource.clone(), peer).await;
+    settle(&workload, 30).await;
+    let mut done = vec![];
+    for &fault in faults {
+        for _ in 0..episodes {
+            let started_us = now_us();
+            let failed_over = deployment.inject(fault).await;
+            done.push(Episode {
+                fault,
+                started_us,
+                healed_us: now_us(),
+                failed_over,
+            });
+            settle(&workload, 30).await;
+        }
+    }
+    let log = workload.stop().await;
+    let sections = log.sections.lock().clone();
+    let probes = log.probes.lock().clone();
+    let errors = log.errors.lock().clone();
+    faults
+        .iter()
+        .enumerate()
+        .map(|(i, &fault)| {
+            let mine: Vec<&Episode> = done.iter().filter(|e| e.fault == fault).collect();
+            let from = mine[0].started_us;
+            // Up to the next fault's first episode.
+            let to = faults
+                .get(i + 1)
+                .and_then(|next| done.iter().find(|e| e.fault == *next))
+                .map_or(i64::MAX, |e| e.started_us);
+            cell(
+                deployment.name(),
+                quorum,
+                fault,
+                &mine,
+                &sections,
+                &probes,
+                (from, to),
+                // Errors are per run; the first fault's cell carries them.
+                if i == 0 {
+                    errors.clone()
+                } else {
+                    BTreeMap::new()
+                },
+            )
+        })
+        .collect()
+}
+
+/// Lets the workload run `n` more sections: the deployment serves locks again.
+async fn settle(workload: &Workload, n: usize) {
+    let start = workload.sections();
+    common::within("the workload makes progress", async {
+        while workload.sections() < start + n {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+}
+
+#[allow(clippy::too_many_arguments)]
+fn cell(
+    deployment: &'static str,
+    quorum: Quorum,
+    fault: Fault,
+    episodes: &[&Episode],
+    sections: &[Section],
+    probes: &[(i64, bool)],
+    (from, to): (i64, i64),
+    errors: BTreeMap<String, u64>,
+) -> Cell {
+    let window: Vec<&Section> = sections
+        .iter()
+        .filter(|s| s.enter_us >= from && s.enter_us < to)
+        .collect();
+    let mut cell = Cell {
+        deployment,
+        quorum,
+        fault,
+        episodes: episodes.len(),
+        failovers: episodes.iter().filter(|e| e.failed_over).count(),
+        sections: window.len(),
+        jvm_sections: window.iter().filter(|s| s.holder.starts_with('j')).count(),
+        silent: 0,
+        silent_after_jvm: 0,
+        signalled_lost: 0,
+        signalled_at_risk: 0,
+        signalled_new_holder: 0,
+        token_regressions: window
+            .iter()
+            .filter(|s| {
+                s.regressed_after
+                    .as_ref()
+                    .is_some_and(|h| !h.starts_with('j'))
+            })
+            .count(),
+        token_regressions_after_jvm: window
+            .iter()
+            .filter(|s| {
+                s.regressed_after
+                    .as_ref()
+                    .is_some_and(|h| h.starts_with('j'))
+            })
+            .count(),
+        recovery_ms: episodes.iter().map(|e| recovery_ms(e, probes)).collect(),
+        errors,
+        timelines: vec![],
+    };
+    for later in &window {
+        for earlier in sections.iter().filter(|a| {
+            a.lock == later.lock && a.enter_us < later.enter_us && a.exit_us > later.enter_us
+        }) {
+            let heard = |t: Option<i64>| t.is_some_and(|t| t <= later.enter_us);
+            if heard(earlier.lost_us) {
+                cell.signalled_lost += 1;
+            } else if heard(earlier.at_risk_us) {
+                cell.signalled_at_risk += 1;
+            } else if later.at_risk_at_entry {
+                cell.signalled_new_holder += 1;
+            } else {
+                if earlier.holder.starts_with('j') {
+                    cell.silent_after_jvm += 1;
+                } else {
+                    cell.silent += 1;
+                }
+                let episode = episodes
+                    .iter()
+                    .rev()
+                    .find(|e| e.started_us <= later.enter_us)
+                    .map(|e| e.started_us)
+                    .unwrap_or(from);
+                cell.timelines.push(timeline(earlier, later, episode));
+            }
+        }
+    }
+    cell
+}
+
+/// An overlap in words, times in ms from the fault's start.
+fn timeline(a: &Section, b: &Section, fault_us: i64) -> String {
+    let ms = |t: i64| format!("{:+.1} ms", (t - fault_us) as f64 / 1000.0);
+    let heard = |t: Option<i64>| t.map_or("never".to_string(), ms);
+    format!(
+        "{lock}: {a_holder} (token {a_token}, acquired on {a_safety}) inside {a_in}..{a_out}, at risk {a_risk}, lost {a_lost}; \
+         {b_holder} (token {b_token}, {b_safety}) entered {b_in}",
+        lock = a.lock,
+        a_holder = a.holder,
+        a_token = a.token,
+        a_safety = a.safety,
+        a_in = ms(a.enter_us),
+        a_out = ms(a.exit_us),
+        a_risk = heard(a.at_risk_us),
+        a_lost = heard(a.lost_us),
+        b_holder = b.holder,
+        b_token = b.token,
+        b_safety = b.safety,
+        b_in = ms(b.enter_us),
+    )
+}
+
+fn recovery_ms(episode: &Episode, probes: &[(i64, bool)]) -> f64 {
+    let after: Vec<&(i64, bool)> = probes
+        .iter()
+        .filter(|(t, _)| *t >= episode.started_us)
+        .collect();
+    let Some(first_refused) = after.iter().position(|(_, ok)| !ok) else {
+        return 0.0;
+    };
+    after[first_refused..]
+        .iter()
+        .find(|(_, ok)| *ok)
+        .map_or(f64::NAN, |(t, _)| (t - episode.started_us) as f64 / 1000.0)
+}
+
+fn print(cells: &[Cell]) {
+    println!(
+        "{:<9} {:<5} {:<13} {:>3} {:>3} {:>8} {:>5} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>14}",
+        "deploy", "quor", "fault", "ep", "fo", "sections", "jvm", "silent", "s-jvm", "s-lost", "s-risk", "s-new", "tokens", "t-jvm", "recovery ms"
+    );
+    for c in cells {
+        let rec: Vec<String> = c.recovery_ms.iter().map(|r| format!("{r:.0}")).collect();
+        println!(
+            "{:<9} {:<5} {:<13} {:>3} {:>3} {:>8} {:>5} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>14}",
+            c.deployment,
+            format!("{:?}", c.quorum),
+            format!("{:?}", c.fault),
+            c.episodes,
+            c.failovers,
+            c.sections,
+            c.jvm_sections,
+            c.silent,
+            c.silent_after_jvm,
+            c.signalled_lost,
+            c.signalled_at_risk,
+            c.signalled_new_holder,
+            c.token_regressions,
+            c.token_regressions_after_jvm,
+            rec.join(",")
+        );
+        for (k, v) in &c.errors {
+            println!("    {k}: {v}");
+        }
+        for t in &c.timelines {
+            println!("    SILENT {t}");
+        }
+    }
+}
+
+/// The bounded form: every fault once on each deployment with the default
+/// quorum. No overlap may be silent, no token may go backwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_stay_exclusive_or_signalled_through_failovers() {
+    let mut cells = vec![];
+    // A JVM Redisson 4.7.0 client contends on Sentinel.
+    for (mut deployment, jvm) in [
+        (Deployment::sentinel().await, true),
+        (Deployment::cluster().await, false),
+    ] {
+        cells.extend(run(&mut deployment, Quorum::Any, &Fault::ALL, 1, jvm).await);
+    }
+    print(&cells);
+    for c in &cells {
+        assert!(c.sections > 0, "{c:?}");
+        if c.deployment == "sentinel" {
+            assert!(c.jvm_sections > 0, "{c:?}");
+        }
+        assert_eq!(c.silent, 0, "silent overlaps: {:#?}", c.timelines);
+        assert_eq!(c.token_regressions, 0, "{c:?}");
+        assert!(c.recovery_ms.iter().all(|r| r.is_finite()), "{c:?}");
+    }
+}
+
+/// The full run (`bash scripts/safety.sh`): `SAFETY_EPISODES` (default 5)
+/// episodes of every fault, for every quorum setting, on both deployments;
+/// results in `target/safety/results.json`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the full safety run: bash scripts/safety.sh"]
+async fn full_safety_run() {
+    let episodes: usize = std::env::var("SAFETY_EPISODES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    let mut cells = vec![];
+    for quorum in [Quorum::Off, Quorum::Any, Quorum::All] {
+        for make in [0, 1] {
+            let mut deployment = if make == 0 {
+                Deployment::sentinel().await
+            } else {
+                Deployment::cluster().await
+            };
+            cells.extend(run(&mut deployment, quorum, &Fault::ALL, episodes, true).await);
+            print(&cells);
+        }
+    }
+    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/safety");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(
+        out.join("results.json"),
+        serde_json::to_string_pretty(&cells).unwrap(),
+    )
+    .unwrap();
+}

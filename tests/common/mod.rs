@@ -191,8 +191,17 @@ impl RedisServer {
             .unwrap_or_else(|e| panic!("cannot start {binary} (install redis-server): {e}"));
         // Ready when the server says so in its log.
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let expected = std::env::var("REDIS_SERVER_VERSION").ok();
         let ready = within("redis-server start", async {
             while let Some(line) = lines.next_line().await.unwrap() {
+                // The startup banner ("Redis version=7.0.15, ...", "Valkey
+                // version=8.1.1, ..."): a matrix row runs on the server it names.
+                if let (Some(want), Some(found)) = (&expected, server_version(&line)) {
+                    assert_eq!(
+                        found, want,
+                        "{binary} is version {found}, REDIS_SERVER_VERSION says {want}"
+                    );
+                }
                 // A sentinel never says "Ready"; it is once it monitors its primary.
                 if line.contains("Ready to accept connections") || line.contains("+monitor master")
                 {
@@ -237,6 +246,12 @@ impl RedisServer {
         client.init().await.unwrap();
         client
     }
+}
+
+/// The version in a server's startup banner line, if it is that line.
+fn server_version(line: &str) -> Option<&str> {
+    let rest = line.split_once(" version=")?.1;
+    Some(rest.split([',', ' ']).next().unwrap_or(rest))
 }
 
 /// Test settings: short watchdog and timeouts so fault tests stay fast.

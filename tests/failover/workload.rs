@@ -217,10 +217,8 @@ impl Workload {
                     .entry("jvm: errors".into())
                     .or_default() += errors;
             }
-            self.log
-                .sections
-                .lock()
-                .extend(self.resource.jvm_sections().await);
+            let jvm_sections = self.resource.jvm_sections().await;
+            self.log.sections.lock().extend(jvm_sections);
             peer.quit().await;
         }
         self.log

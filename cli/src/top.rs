@@ -83,7 +83,12 @@ impl View {
     /// Takes a new snapshot: holders that appeared were acquired; holders
     /// that vanished were released, or lost when their key's TTL had run
     /// out by then (nobody renewed it: the holder stopped).
-    fn update(&mut self, objects: Vec<ObjectSummary>) {
+    ///
+    /// `started` is when the snapshot's reads began: a key read then with
+    /// TTL `t` cannot have expired before `started + t`, so a holder gone by
+    /// `now` whose TTL had run out by `now` was lost, and one gone earlier
+    /// was released.
+    fn update(&mut self, objects: Vec<ObjectSummary>, started: Instant) {
         let now = Instant::now();
         let first = self.refreshes == 0;
         self.refreshes += 1;
@@ -125,7 +130,7 @@ impl View {
             match self.holders.get_mut(&key) {
                 Some(seen) => {
                     seen.ttl_ms = ttl_ms;
-                    seen.seen_at = now;
+                    seen.seen_at = started;
                 }
                 None => {
                     if !first {
@@ -135,10 +140,10 @@ impl View {
                         key,
                         Seen {
                             label,
-                            since: now,
+                            since: started,
                             at_start: first,
                             ttl_ms,
-                            seen_at: now,
+                            seen_at: started,
                         },
                     );
                 }
@@ -281,9 +286,11 @@ pub async fn top(cli: &Cli, args: &TopArgs) -> Result<u8, String> {
     let outcome = loop {
         tokio::select! {
             _ = tick.tick() => {
+                let started = Instant::now();
                 match client.scan_objects(&args.pattern, args.count).await {
                     Ok(objects) => view.update(
                         objects.into_iter().filter(|o| o.kind != ObjectKind::Leftovers).collect(),
+                        started,
                     ),
                     Err(e) => view.error = Some(e.to_string()),
                 }

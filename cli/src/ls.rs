@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use redisson_lock::inspect::{ObjectInfo, ObjectKind, ObjectState, ObjectSummary};
+use redisson_lock::inspect::{ObjectInfo, ObjectKind, ObjectState, ObjectSummary, SideKeyRole};
 use redisson_lock::{Holder, RwMode};
 
 use crate::{connect, Cli};
@@ -199,10 +199,25 @@ pub fn detail(o: &ObjectSummary) -> String {
         )),
         _ => {}
     }
-    if !o.side_keys.is_empty() {
-        parts.push(format!("{} leftover key(s)", o.side_keys.len()));
+    let left = leftovers(o);
+    if left > 0 {
+        parts.push(format!("{left} leftover key(s)"));
     }
     parts.join("; ")
+}
+
+/// Side keys that no current hold uses: latches, and read-hold keys beyond
+/// their reader's count.
+pub fn leftovers(o: &ObjectSummary) -> usize {
+    o.side_keys
+        .iter()
+        .filter(|side| match &side.role {
+            SideKeyRole::ReadHold { field, n } => !o.holders.iter().any(|h| {
+                format!("{}:{}", h.client_id, h.owner) == *field && h.hold_count >= i64::from(*n)
+            }),
+            _ => true,
+        })
+        .count()
 }
 
 pub async fn inspect(cli: &Cli, args: &InspectArgs) -> Result<u8, String> {

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use fred::types::config::Server;
 use fred::types::Value;
-use futures::future::{try_join_all, BoxFuture};
+use futures::future::try_join_all;
 
 use super::glob;
 use super::keys::{self, Derived, KeyName};
@@ -93,7 +93,7 @@ fn apply(found: &mut Found, update: Update) {
 }
 
 /// Every pass on one node: `SCAN` pages of `count`, each page's keys read
-/// together.
+/// in one pipeline while the next page is scanned.
 async fn scan_node(
     w: &Wire<'_>,
     node: &Option<Server>,
@@ -105,8 +105,7 @@ async fn scan_node(
     let mut updates = vec![];
     for redis_type in TYPES {
         let mut seen: HashSet<String> = HashSet::new();
-        let mut cursor = "0".to_string();
-        loop {
+        let scan = |cursor: String| async move {
             let args: Vec<Value> = vec![
                 cursor.as_str().into(),
                 "MATCH".into(),
@@ -122,35 +121,57 @@ async fn scan_node(
                 )),
                 _ => e,
             })?;
-            let (next, page) = scan_page(reply);
-            let keys: Vec<String> = page
+            Ok::<_, Error>(scan_page(reply))
+        };
+        let mut page = scan("0".to_string()).await?;
+        loop {
+            let (next, keys) = page;
+            let plans: Vec<Plan> = keys
                 .iter()
                 .filter_map(text)
                 .filter(|k| seen.insert(k.clone()))
+                .filter_map(|key| plan(redis_type, key, pattern))
                 .collect();
-            let reads: Vec<BoxFuture<'_, Result<Option<(String, Update)>>>> = keys
-                .into_iter()
-                .filter_map(|key| read_key(w, redis_type, key, pattern, now))
-                .collect();
-            updates.extend(try_join_all(reads).await?.into_iter().flatten());
             if next == "0" {
+                updates.extend(read_page(w, plans, now).await?);
                 break;
             }
-            cursor = next;
+            let (read, scanned) = futures::try_join!(read_page(w, plans, now), scan(next))?;
+            updates.extend(read);
+            page = scanned;
         }
     }
     Ok(updates)
 }
 
-/// The read one scanned key needs, if it belongs to an object whose name
-/// matches.
-fn read_key<'a>(
-    w: &'a Wire<'a>,
-    redis_type: &'static str,
+/// What to read of one scanned key.
+enum Read {
+    /// An object's own hash: `PTTL`, first `HSCAN` page.
+    Hash,
+    /// An object's own string: `PTTL`, `GETRANGE 0 23`.
+    Counter,
+    /// A fenced lock's token: `GETRANGE 0 23`.
+    Token,
+    /// A latch or read-hold key: `PTTL`.
+    Side(SideKeyRole),
+    /// A fair lock's line: `LLEN`.
+    Queue,
+    /// A fair lock's deadlines: `ZCOUNT -inf now`.
+    Deadlines,
+    /// A lease set: `ZCARD`, `ZCOUNT -inf now`.
+    Leases,
+}
+
+/// One scanned key to read: its object, the key, what to read.
+struct Plan {
+    name: String,
     key: String,
-    pattern: &'a str,
-    now: i64,
-) -> Option<BoxFuture<'a, Result<Option<(String, Update)>>>> {
+    read: Read,
+}
+
+/// What one scanned key needs read, if it belongs to an object whose name
+/// matches.
+fn plan(redis_type: &str, key: String, pattern: &str) -> Option<Plan> {
     let (name, role) = match keys::read(&key) {
         KeyName::Derived { name, role } => (name, Some(role)),
         KeyName::Own => (key.clone(), None),
@@ -159,107 +180,126 @@ fn read_key<'a>(
     if !glob::matches(pattern, &name) {
         return None;
     }
-    let k = |key: &str| Value::from(key);
-    let read: BoxFuture<'a, Result<Option<Update>>> = match (redis_type, role) {
-        ("hash", None) => Box::pin(async move {
-            let (pttl, first) = futures::try_join!(
-                w.keyed("PTTL", vec![k(&key)]),
-                w.keyed(
-                    "HSCAN",
-                    vec![k(&key), "0".into(), "COUNT".into(), HSCAN_COUNT.into()]
-                ),
-            )?;
-            let (Some((ttl_ms, no_ttl)), Some(first)) = (pttl.as_ref().and_then(ttl), first) else {
-                return Ok(None);
-            };
-            let (cursor, page) = scan_page(first);
-            let mut fields = pairs(page);
-            // A big hash is read on only if its first page looks like a lock.
-            if cursor != "0" {
-                if matches!(shape::hash(&fields, ""), HashShape::Other) {
-                    return Ok(Some(Update::Foreign));
-                }
-                fields = read::fields(w, &key).await?;
-            }
-            Ok(Some(Update::Hash(ttl_ms, no_ttl, fields)))
-        }),
-        ("string", None) => Box::pin(async move {
-            let (pttl, value) = futures::try_join!(
-                w.keyed("PTTL", vec![k(&key)]),
-                w.keyed("GETRANGE", vec![k(&key), 0.into(), 23.into()]),
-            )?;
-            let value = value
-                .as_ref()
-                .and_then(text)
-                .and_then(|t| shape::counter(&t));
-            Ok(match (pttl.as_ref().and_then(ttl), value) {
-                (Some((ttl_ms, no_ttl)), Some(value)) => {
-                    Some(Update::Counter(ttl_ms, no_ttl, value))
-                }
-                (Some(_), None) => Some(Update::Foreign),
-                (None, _) => None,
-            })
-        }),
-        ("string", Some(Derived::FenceToken)) => Box::pin(async move {
-            let value = w
-                .keyed("GETRANGE", vec![k(&key), 0.into(), 23.into()])
-                .await?;
-            Ok(value.map(|v| Update::Token(text(&v).and_then(|t| shape::counter(&t)))))
-        }),
-        (
-            "string",
-            Some(
-                role @ (Derived::UnlockLatch(_)
-                | Derived::RequestLatch(_)
-                | Derived::ReadHold { .. }),
-            ),
-        ) => {
-            let role = match role {
-                Derived::UnlockLatch(request_id) => SideKeyRole::UnlockLatch { request_id },
-                Derived::RequestLatch(request_id) => SideKeyRole::RequestLatch { request_id },
-                Derived::ReadHold { field, n } => SideKeyRole::ReadHold { field, n },
-                _ => return None,
-            };
-            Box::pin(async move {
-                let pttl = w.keyed("PTTL", vec![k(&key)]).await?;
-                Ok(pttl.as_ref().and_then(ttl).map(|(ttl_ms, no_ttl)| {
-                    Update::Side(SideKey {
-                        key,
-                        role,
-                        ttl_ms,
-                        no_ttl,
-                    })
-                }))
-            })
+    let read = match (redis_type, role) {
+        ("hash", None) => Read::Hash,
+        ("string", None) => Read::Counter,
+        ("string", Some(Derived::FenceToken)) => Read::Token,
+        ("string", Some(Derived::UnlockLatch(request_id))) => {
+            Read::Side(SideKeyRole::UnlockLatch { request_id })
         }
-        ("list", Some(Derived::FairQueue)) => Box::pin(async move {
-            let n = w.keyed("LLEN", vec![k(&key)]).await?;
-            Ok(n.as_ref()
-                .and_then(int)
-                .map(|n| Update::Queue(n.max(0) as u64)))
-        }),
-        ("zset", Some(Derived::FairDeadlines)) => Box::pin(async move {
-            let overdue = w
-                .keyed("ZCOUNT", vec![k(&key), "-inf".into(), now.into()])
-                .await?;
-            Ok(overdue
-                .as_ref()
-                .and_then(int)
-                .map(|n| Update::Deadlines(n.max(0) as u64)))
-        }),
-        ("zset", Some(Derived::PermitLeases)) => Box::pin(async move {
-            let (total, ended) = futures::try_join!(
-                w.keyed("ZCARD", vec![k(&key)]),
-                w.keyed("ZCOUNT", vec![k(&key), "-inf".into(), now.into()]),
-            )?;
-            let n = |v: Option<Value>| v.as_ref().and_then(int).map(|n| n.max(0) as u64);
-            Ok(n(total).map(|total| Update::Leases(total, n(ended).unwrap_or(0))))
-        }),
+        ("string", Some(Derived::RequestLatch(request_id))) => {
+            Read::Side(SideKeyRole::RequestLatch { request_id })
+        }
+        ("string", Some(Derived::ReadHold { field, n })) => {
+            Read::Side(SideKeyRole::ReadHold { field, n })
+        }
+        ("list", Some(Derived::FairQueue)) => Read::Queue,
+        ("zset", Some(Derived::FairDeadlines)) => Read::Deadlines,
+        ("zset", Some(Derived::PermitLeases)) => Read::Leases,
         _ => return None,
     };
-    Some(Box::pin(async move {
-        Ok(read.await?.map(|update| (name, update)))
-    }))
+    Some(Plan { name, key, read })
+}
+
+impl Plan {
+    /// The commands this read sends.
+    fn commands(&self, now: i64) -> Vec<(&'static str, Vec<Value>)> {
+        let k = || Value::from(self.key.as_str());
+        let range = || vec![k(), 0.into(), 23.into()];
+        let overdue = || vec![k(), "-inf".into(), now.into()];
+        match self.read {
+            Read::Hash => vec![
+                ("PTTL", vec![k()]),
+                (
+                    "HSCAN",
+                    vec![k(), "0".into(), "COUNT".into(), HSCAN_COUNT.into()],
+                ),
+            ],
+            Read::Counter => vec![("PTTL", vec![k()]), ("GETRANGE", range())],
+            Read::Token => vec![("GETRANGE", range())],
+            Read::Side(_) => vec![("PTTL", vec![k()])],
+            Read::Queue => vec![("LLEN", vec![k()])],
+            Read::Deadlines => vec![("ZCOUNT", overdue())],
+            Read::Leases => vec![("ZCARD", vec![k()]), ("ZCOUNT", overdue())],
+        }
+    }
+
+    /// What the replies (`None`: the key changed type) say about the object.
+    /// A hash too big for one `HSCAN` page is read on through `w`.
+    async fn update(
+        self,
+        w: &Wire<'_>,
+        replies: Vec<Option<Value>>,
+    ) -> Result<Option<(String, Update)>> {
+        let n = |v: &Option<Value>| v.as_ref().and_then(int).map(|n| n.max(0) as u64);
+        let update = match self.read {
+            Read::Hash => {
+                let (Some((ttl_ms, no_ttl)), Some(first)) =
+                    (replies[0].as_ref().and_then(ttl), replies[1].clone())
+                else {
+                    return Ok(None);
+                };
+                let (cursor, page) = scan_page(first);
+                let mut fields = pairs(page);
+                if cursor != "0" {
+                    // Read on only if the first page looks like a lock's.
+                    if matches!(shape::hash(&fields, ""), HashShape::Other) {
+                        return Ok(Some((self.name, Update::Foreign)));
+                    }
+                    fields = read::fields(w, &self.key).await?;
+                }
+                Some(Update::Hash(ttl_ms, no_ttl, fields))
+            }
+            Read::Counter => {
+                let value = replies[1]
+                    .as_ref()
+                    .and_then(text)
+                    .and_then(|t| shape::counter(&t));
+                match (replies[0].as_ref().and_then(ttl), value) {
+                    (Some((ttl_ms, no_ttl)), Some(value)) => {
+                        Some(Update::Counter(ttl_ms, no_ttl, value))
+                    }
+                    (Some(_), None) => Some(Update::Foreign),
+                    (None, _) => None,
+                }
+            }
+            Read::Token => replies[0]
+                .as_ref()
+                .map(|v| Update::Token(text(v).and_then(|t| shape::counter(&t)))),
+            Read::Side(role) => replies[0].as_ref().and_then(ttl).map(|(ttl_ms, no_ttl)| {
+                Update::Side(SideKey {
+                    key: self.key.clone(),
+                    role,
+                    ttl_ms,
+                    no_ttl,
+                })
+            }),
+            Read::Queue => n(&replies[0]).map(Update::Queue),
+            Read::Deadlines => n(&replies[0]).map(Update::Deadlines),
+            Read::Leases => {
+                n(&replies[0]).map(|total| Update::Leases(total, n(&replies[1]).unwrap_or(0)))
+            }
+        };
+        Ok(update.map(|u| (self.name, u)))
+    }
+}
+
+/// Reads one page's keys: every command in one pipeline, then the updates.
+async fn read_page(w: &Wire<'_>, plans: Vec<Plan>, now: i64) -> Result<Vec<(String, Update)>> {
+    let commands: Vec<Vec<(&'static str, Vec<Value>)>> =
+        plans.iter().map(|p| p.commands(now)).collect();
+    let mut replies = w
+        .pipeline(commands.iter().flatten().cloned().collect())
+        .await?
+        .into_iter();
+    let mut updates = vec![];
+    for (plan, sent) in plans.into_iter().zip(&commands) {
+        let mine: Vec<Option<Value>> = replies.by_ref().take(sent.len()).collect();
+        if let Some(update) = plan.update(w, mine).await? {
+            updates.push(update);
+        }
+    }
+    Ok(updates)
 }
 
 /// What one object's keys add up to; `None` for a name that is no Redisson

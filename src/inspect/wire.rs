@@ -69,6 +69,34 @@ impl<'a> Wire<'a> {
         }
     }
 
+    /// Commands on the nodes that own their first arguments, keys, sent as
+    /// one pipeline; each reply as [`Wire::keyed`] gives it.
+    pub(crate) async fn pipeline(
+        &self,
+        commands: Vec<(&'static str, Vec<Value>)>,
+    ) -> Result<Vec<Option<Value>>> {
+        if commands.is_empty() {
+            return Ok(vec![]);
+        }
+        let pipeline = self.redis().pipeline();
+        for (command, args) in commands {
+            let cmd = CustomCommand::new_static(command, ClusterHash::FirstKey, false);
+            // Queued, not sent: the reply comes from `try_all`.
+            let queued: std::result::Result<Value, _> = pipeline.custom(cmd, args).await;
+            queued.map_err(|e| self.error(e))?;
+        }
+        let replies = boxed_reply(async { Ok(pipeline.try_all::<Value>().await) }).await;
+        let replies: Vec<_> = replies.map_err(|e: fred::error::Error| self.error(e))?;
+        replies
+            .into_iter()
+            .map(|reply| match reply.map_err(|e| self.error(e)) {
+                Ok(value) => Ok(Some(value)),
+                Err(e) if e.is_wrong_type() => Ok(None),
+                Err(e) => Err(e),
+            })
+            .collect()
+    }
+
     /// A command on one node (`None`: the default route).
     pub(crate) async fn on_node(
         &self,

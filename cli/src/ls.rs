@@ -194,7 +194,7 @@ pub fn detail(o: &ObjectSummary) -> String {
         }
         ObjectKind::CountDownLatch => parts.push(format!("count {}", o.value.unwrap_or(0))),
         ObjectKind::Counter => parts.push(format!(
-            "{} (semaphore permits or latch count)",
+            "{} (semaphore or latch)",
             o.value.unwrap_or(0)
         )),
         _ => {}

@@ -140,7 +140,7 @@ pub async fn run(server: &Server, objects: usize, keys: usize, count: u32, reps:
     sorted.sort_by(f64::total_cmp);
     let (stats, cpu) = last;
     let mut commands: Vec<(String, u64)> = stats.iter().map(|(n, c, _)| (n.clone(), *c)).collect();
-    commands.sort_by(|a, b| b.1.cmp(&a.1));
+    commands.sort_by_key(|c| std::cmp::Reverse(c.1));
     Row {
         keys,
         objects,

@@ -193,10 +193,7 @@ pub fn detail(o: &ObjectSummary) -> String {
             parts.push(line);
         }
         ObjectKind::CountDownLatch => parts.push(format!("count {}", o.value.unwrap_or(0))),
-        ObjectKind::Counter => parts.push(format!(
-            "{} (semaphore or latch)",
-            o.value.unwrap_or(0)
-        )),
+        ObjectKind::Counter => parts.push(format!("{} (semaphore or latch)", o.value.unwrap_or(0))),
         _ => {}
     }
     let left = leftovers(o);

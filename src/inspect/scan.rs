@@ -20,11 +20,14 @@ use crate::naming;
 /// The Redis types Redisson's keys have, one `SCAN ... TYPE` pass each.
 const TYPES: [&str; 4] = ["hash", "string", "list", "zset"];
 
+/// A key's time left (ms) and whether it has no TTL.
+type Expiry = (Option<u64>, bool);
+
 /// What the scan found of one object.
 #[derive(Default)]
 struct Found {
-    /// Its own key, as a hash: (ttl, no ttl, fields).
-    hash: Option<(Option<u64>, bool, Vec<(String, String)>)>,
+    /// Its own key, as a hash: expiry, fields.
+    hash: Option<(Expiry, Vec<(String, String)>)>,
     /// Its own key, as an integer string: (ttl, no ttl, value).
     counter: Option<(Option<u64>, bool, i64)>,
     /// Its own key exists but is not Redisson's.
@@ -77,7 +80,7 @@ pub(super) async fn scan(engine: &Engine, pattern: &str, count: u32) -> Result<V
 
 fn apply(found: &mut Found, update: Update) {
     match update {
-        Update::Hash(ttl, no_ttl, fields) => found.hash = Some((ttl, no_ttl, fields)),
+        Update::Hash(ttl, no_ttl, fields) => found.hash = Some(((ttl, no_ttl), fields)),
         Update::Counter(ttl, no_ttl, value) => found.counter = Some((ttl, no_ttl, value)),
         Update::Foreign => found.foreign = true,
         Update::Queue(n) => found.queue_length = n,
@@ -316,7 +319,7 @@ fn summarize(name: String, found: Found, reader_id: &str) -> Option<ObjectSummar
     }
     s.side_keys = found.side_keys;
     s.side_keys.sort_by(|a, b| a.key.cmp(&b.key));
-    if let Some((ttl_ms, no_ttl, fields)) = &found.hash {
+    if let Some(((ttl_ms, no_ttl), fields)) = &found.hash {
         (s.ttl_ms, s.no_ttl) = (*ttl_ms, *no_ttl);
         match shape::hash(fields, reader_id) {
             HashShape::Lock(holders) => {

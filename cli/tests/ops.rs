@@ -785,3 +785,36 @@ async fn latch_commands_set_count_down_and_wait() {
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "deploy: open");
 }
+
+#[tokio::test]
+async fn errors_are_one_line_and_say_what_went_wrong() {
+    let url = format!("redis://127.0.0.1:{}", free_port());
+    for args in [
+        vec!["ls"],
+        vec!["inspect", "x"],
+        vec!["doctor"],
+        vec!["latch", "count-down", "x"],
+        vec!["semaphore", "add-permits", "x", "1"],
+        vec!["run", "--semaphore", "1", "x", "--", "true"],
+    ] {
+        let out = run(&url, &args).await;
+        assert_eq!(out.code, 1, "{args:?}");
+        assert_eq!(out.stderr.lines().count(), 1, "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains("cannot connect"), "{}", out.stderr);
+    }
+    let server = RedisServer::start().await;
+    for (args, code, says) in [
+        (vec!["ls", "--count", "0"], 2, "0 is not in 1.."),
+        (vec!["inspect", ""], 1, "object name is empty"),
+        (
+            vec!["run", "--expirable-semaphore", "1", "x", "--", "true"],
+            2,
+            "--lease",
+        ),
+        (vec!["top"], 1, "top needs a terminal"),
+    ] {
+        let out = run(&server.url(), &args).await;
+        assert_eq!(out.code, code, "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
+    }
+}

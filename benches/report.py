@@ -532,5 +532,51 @@ if os.path.exists(cluster_src):
   * What this harness shows is that the load spreads over the primaries. Showing that throughput
     grows with them needs more cores than this machine has.
 """
+ls_src = os.path.join(os.path.dirname(src), "bench-ls.json")
+if os.path.exists(ls_src):
+    ls = json.load(open(ls_src))
+    ls_by = {x["count"]: x for x in ls}
+
+    def sp(n):
+        return f"{n:,}".replace(",", " ")
+    d = ls_by.get(1000, ls[0])
+    ls_table = table(ls, [
+        ("keys", lambda x: sp(x["keys"])),
+        ("SCAN COUNT", lambda x: str(x["count"])),
+        ("time (median of 3)", lambda x: f"{x['millis'] / 1000:.2f} s"),
+        ("commands", lambda x: sp(x["total_commands"])),
+        ("per key", lambda x: f"{x['total_commands'] / x['keys']:.2f}"),
+        ("SCAN calls", lambda x: str(dict(x["commands"]).get("scan", 0))),
+        ("slowest command kind, µs per call", lambda x: f"{x['max_usec_per_call']:.0f}"),
+        ("Redis CPU", lambda x: f"{x['redis_cpu_ms']:.0f} ms"),
+    ])
+    kinds = ", ".join(f"`{n.upper().replace('|', ' ')}` {sp(c)}" for n, c in d["commands"]
+                      if n not in ("config|resetstat",))
+    doc += f"""
+## 6. `ls` on 100k keys
+
+`redisson-lock-bench ls 100000` (in `bash benches/run.sh`; about 40 s on its own, with
+`cargo run --release -p redisson-lock-bench -- ls 100000`) fills the server with
+{sp(d['objects'])} held locks in Redisson's layout (a JVM client's field, a 10-minute TTL) and
+{sp(d['keys'] - d['objects'])} plain strings, then times `client.scan_objects("*", COUNT)`, which
+is what `redisson-lock ls --count COUNT` runs, 3 times per COUNT. Commands are counted by
+`INFO commandstats` (reset before each run; the harness's own `INFO` and `CONFIG` calls left
+out). It writes [bench-ls.json](bench-ls.json).
+
+{ls_table}
+* **{d['millis'] / 1000:.1f} s for {sp(d['keys'])} keys** at the default COUNT of 1000, with
+  {d['total_commands'] / d['keys']:.1f} commands per key: {kinds}.
+  Every lock hash costs a `PTTL` and one `HSCAN ... COUNT 100` page; each plain string a `PTTL`
+  and a `GETRANGE 0 23` (it could be a semaphore or a latch); `PUBSUB NUMSUB` and
+  `SHARDNUMSUB` take 500 channels per call. `SCAN` makes four passes, one per Redis type
+  Redisson uses (hash, string, list, zset). The reads of each SCAN page go out as one
+  pipeline while the next page is scanned.
+* **Bounded work per call.** The slowest kind of command is `SCAN` itself, whose cost grows with
+  COUNT: about {ls_by.get(1000, d)['max_usec_per_call'] / 1000:.1f} ms per call at 1000. That is
+  the longest any one call of `ls` keeps Redis from other clients, and `--count` sets it.
+* **Where the time goes.** Redis spends about {d['redis_cpu_ms'] / 1000:.1f} s of CPU; the rest is the client
+  decoding {sp(d['total_commands'])} replies on the other core of this 2-core machine. Larger
+  COUNTs save SCAN calls, not reads.
+"""
 open(dst, "w").write(doc)
 print("wrote", dst)

@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
   mvn -q -B -Dstyle.color=never -f tests/interop/java/pom.xml -P redisson-4 package -DskipTests
 cargo run --release -p redisson-lock-bench -- "$@" --out target/bench-results.json | tee target/bench-tables.md
 cargo run --release -p redisson-lock-bench -- cluster "$@" --out target/bench-cluster.json | tee -a target/bench-tables.md
+cargo run --release -p redisson-lock-bench -- ls 100000 "$@" --out target/bench-ls.json | tee -a target/bench-tables.md
 if [ ! -x target/plot-venv/bin/python ]; then
   python3 -m venv target/plot-venv
   target/plot-venv/bin/pip install -q matplotlib
@@ -14,4 +15,5 @@ fi
 target/plot-venv/bin/python benches/plot.py target/bench-results.json docs
 cp target/bench-results.json docs/bench-results.json
 cp target/bench-cluster.json docs/bench-cluster.json
+cp target/bench-ls.json docs/bench-ls.json
 python3 benches/report.py docs/bench-results.json docs/benchmarks.md

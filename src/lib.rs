@@ -93,6 +93,7 @@ mod client;
 mod config;
 mod engine;
 mod error;
+pub mod inspect;
 mod lock;
 pub mod naming;
 mod owner;

@@ -5,22 +5,22 @@ use crate::error::{Error, Result};
 /// Prefix of the channel on which unlocks are announced.
 const CHANNEL_PREFIX: &str = "redisson_lock__channel";
 /// Prefix of the per-request unlock latch key (Redisson 3.24+).
-const LATCH_PREFIX: &str = "redisson_unlock_latch";
+pub(crate) const LATCH_PREFIX: &str = "redisson_unlock_latch";
 /// Prefix of the per-request latch of a semaphore or latch write (this crate's).
-const REQUEST_LATCH_PREFIX: &str = "redisson_request_latch";
+pub(crate) const REQUEST_LATCH_PREFIX: &str = "redisson_request_latch";
 /// Prefix of a semaphore's channel (RSemaphore, RPermitExpirableSemaphore).
 const SEMAPHORE_CHANNEL_PREFIX: &str = "redisson_sc";
 /// Prefix of a count-down latch's channel; braces are always added.
 const COUNT_DOWN_CHANNEL_PREFIX: &str = "redisson_countdownlatch__channel__";
 /// Prefix of a fenced lock's token counter.
-const TOKEN_PREFIX: &str = "redisson_lock_token";
+pub(crate) const TOKEN_PREFIX: &str = "redisson_lock_token";
 /// Prefix of the highest fencing token that wrote a key (this crate's).
-const FENCE_PREFIX: &str = "redisson_fence";
+pub(crate) const FENCE_PREFIX: &str = "redisson_fence";
 /// Prefix of a read-write lock's channel.
 const RWLOCK_CHANNEL_PREFIX: &str = "redisson_rwlock";
 /// Prefixes of a fair lock's waiting queue (list) and deadlines (sorted set).
-const FAIR_QUEUE_PREFIX: &str = "redisson_lock_queue";
-const FAIR_TIMEOUT_PREFIX: &str = "redisson_lock_timeout";
+pub(crate) const FAIR_QUEUE_PREFIX: &str = "redisson_lock_queue";
+pub(crate) const FAIR_TIMEOUT_PREFIX: &str = "redisson_lock_timeout";
 
 /// Redisson's `prefixName`: `prefix:{name}`, or `prefix:name` when the name
 /// already contains `{` (it then carries its own hash tag).

@@ -154,6 +154,10 @@ async fn spawn_each(
         latch.wait_for(D).await;
         latch.delete().await;
     );
+    each!(client =>
+        client.inspect("a").await;
+        client.scan_objects("*", 1000).await;
+    );
     spawn(async move { client.shutdown().await });
 }
 

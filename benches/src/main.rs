@@ -14,11 +14,14 @@
 //! for `perf record` or heaptrack;
 //! `... -- handoff <kind> <waiters> <processes> [--monitor]` one hand-off run,
 //! under `MONITOR` each hand-off split where its time went (`monitor.rs`;
-//! `benches/handoff-sched.sh` lines them up with `perf sched` instead).
+//! `benches/handoff-sched.sh` lines them up with `perf sched` instead);
+//! `... -- ls [N] [--out FILE]` times `scan_objects` (the CLI's `ls`) over N
+//! locks and N/10 other keys (default 100 000), per SCAN COUNT.
 
 mod alloc;
 mod cluster;
 mod handoff;
+mod ls;
 mod monitor;
 mod server;
 mod throughput;
@@ -143,6 +146,26 @@ async fn harness(args: Vec<String>) {
         if watch {
             println!("{}", monitor.report());
         }
+        return;
+    }
+    if args.get(1).map(String::as_str) == Some("ls") {
+        // `ls [N] [--out FILE]`: scan_objects over N locks and N/10 other keys.
+        let objects: usize = args.get(2).and_then(|n| n.parse().ok()).unwrap_or(100_000);
+        let keys = ls::fill(&server, objects).await;
+        let mut rows = vec![];
+        for count in [100, 1000, 10_000] {
+            let row = ls::run(&server, objects, keys, count, if quick { 1 } else { 3 }).await;
+            eprintln!("{row}");
+            rows.push(row);
+        }
+        let out = args
+            .iter()
+            .position(|a| a == "--out")
+            .and_then(|i| args.get(i + 1).cloned())
+            .unwrap_or_else(|| "target/bench-ls.json".into());
+        std::fs::write(&out, serde_json::to_string_pretty(&rows).unwrap()).unwrap();
+        eprintln!("wrote {out}");
+        println!("{}", ls::table(&rows));
         return;
     }
     if args.get(1).map(String::as_str) == Some("watchdog") {

@@ -1,7 +1,11 @@
 //! `redisson-lock`: inspect and use Redisson locks from a shell.
 
+mod counters;
+mod doctor;
+mod ls;
 mod run;
 mod status;
+mod top;
 mod watch;
 
 use std::process::ExitCode;
@@ -19,15 +23,21 @@ pub const EXIT_LOST: u8 = 76;
 #[command(
     name = "redisson-lock",
     version,
-    about = "Inspect and use Redisson-compatible Redis locks",
+    about = "See, run under and clean up Redisson-compatible locks, semaphores and latches",
     after_help = "The password comes from the URL, REDIS_PASSWORD or --password-file \
                   (the latter two keep it out of `ps`); it is never printed.",
     after_long_help = "The password comes from the URL, REDIS_PASSWORD or --password-file \
                   (the latter two keep it out of `ps`); it is never printed.
 
 Examples:
+  redisson-lock ls 'orders:*'                            every object, its holders and waiters
+  redisson-lock inspect orders:42 --json                 everything about one object
+  redisson-lock top                                      live view, most contended first
+  redisson-lock doctor --fix                             clean up what crashes left behind
   redisson-lock run nightly-report -- ./report.sh        wait for the lock, run, release
   redisson-lock run --wait 0s nightly-report -- ./x.sh   skip (exit 75) if someone holds it
+  redisson-lock run --semaphore 1 exports -- ./x.sh      one permit of a fleet-wide limit
+  redisson-lock latch wait deploy-ready --timeout 5m     wait for a count-down latch
   redisson-lock status orders:42 --json                  who holds it, for how long
   redisson-lock status orders:42 --exit-code             exit 0 free, 1 held (for scripts)
   redisson-lock watch orders:42                          print unlock messages as they come
@@ -68,8 +78,22 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a command while holding the lock; release it when the command exits.
+    /// List every object whose name matches: kind, holders, TTL, waiters.
+    Ls(ls::LsArgs),
+    /// Show everything about one object: holders, line, hold keys, leases, channels.
+    Inspect(ls::InspectArgs),
+    /// Find what crashes and old clients left behind; --fix removes what nobody can be using.
+    Doctor(doctor::DoctorArgs),
+    /// A live view of objects, most contended first (q quits).
+    Top(top::TopArgs),
+    /// Run a command while holding a lock or permits; release when it exits.
     Run(run::Args),
+    /// Set, count down or wait for a count-down latch.
+    #[command(subcommand)]
+    Latch(counters::Latch),
+    /// Set or add a semaphore's permits.
+    #[command(subcommand)]
+    Semaphore(counters::Semaphore),
     /// Show who holds a lock and for how long.
     Status(status::StatusArgs),
     /// Delete a lock whoever holds it and wake its waiters (Redisson's forceUnlock).
@@ -145,6 +169,12 @@ async fn connect(cli: &Cli) -> Result<RedissonClient, String> {
 }
 
 fn main() -> ExitCode {
+    // Output piped into `head` and closed early ends the process quietly,
+    // as for any Unix tool (Rust ignores SIGPIPE, so `println!` would panic).
+    // SAFETY: setting a signal's disposition before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     if let Command::Completions { shell } = cli.command {
         use clap::CommandFactory;
@@ -179,7 +209,13 @@ fn main() -> ExitCode {
     };
     let outcome = runtime.block_on(async {
         match &cli.command {
+            Command::Ls(args) => ls::ls(&cli, args).await,
+            Command::Inspect(args) => ls::inspect(&cli, args).await,
+            Command::Doctor(args) => doctor::doctor(&cli, args).await,
+            Command::Top(args) => top::top(&cli, args).await,
             Command::Run(args) => run::run(&cli, args).await,
+            Command::Latch(command) => counters::latch(&cli, command).await,
+            Command::Semaphore(command) => counters::semaphore(&cli, command).await,
             Command::Status(args) => status::status(&cli, args).await,
             Command::ForceUnlock(args) => status::force_unlock(&cli, args).await,
             Command::Watch(args) => watch::watch(&cli, args).await,

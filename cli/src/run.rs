@@ -1,131 +1,298 @@
-//! `run`: hold a lock for the lifetime of a child process, through the
-//! library's `Lock::run` (acquire, run, always release; stop on loss).
+//! `run`: hold a lock (of any kind) or semaphore permits for the lifetime of
+//! a child process; release when it exits; stop it if the hold is lost.
 
 use std::process::Stdio;
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
-use redisson_lock::Error;
+use redisson_lock::{Error, ExpirablePermits, LockGuard, RedissonClient, SemaphorePermits};
 use tokio::process::Command;
 use tokio::signal::unix::{signal, SignalKind};
-use tokio::sync::broadcast;
 
 use crate::{connect, parse_duration, parse_wait, Cli, EXIT_LOST, EXIT_NOT_ACQUIRED};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Lock name.
+    /// The lock's or semaphore's name.
     name: String,
-    /// Give up (exit 75, or --conflict-exit-code) if the lock is not acquired
-    /// within this long (0s: one attempt). Default: wait as long as it takes.
+    /// Give up (exit 75, or --conflict-exit-code) if not acquired within this
+    /// long (0s: one attempt). Default: wait as long as it takes.
     #[arg(long, value_parser = parse_wait)]
     wait: Option<Duration>,
-    /// Exit status when the lock is not acquired within --wait (as flock's
+    /// Exit status when not acquired within --wait (as flock's
     /// --conflict-exit-code).
     #[arg(long, value_name = "CODE", default_value_t = EXIT_NOT_ACQUIRED)]
     conflict_exit_code: u8,
-    /// Hold for this lease instead of renewing with the watchdog (the lock then expires after it).
+    /// A lock: hold for this lease instead of renewing with the watchdog
+    /// (the lock then expires after it). An expirable semaphore's permits:
+    /// each is leased for this long and renewed while the command runs, so
+    /// the permits of a crashed run come back within it.
     #[arg(long, value_parser = parse_duration)]
     lease: Option<Duration>,
-    /// The command and its arguments.
+    #[command(flatten)]
+    kind: KindArgs,
+    /// The command and its arguments. It runs with REDISSON_LOCK_NAME set,
+    /// REDISSON_LOCK_TOKEN for --fenced, REDISSON_LOCK_PERMIT_IDS for
+    /// --expirable-semaphore.
     #[arg(last = true, required = true)]
     command: Vec<String>,
 }
 
+/// What `run` holds; a plain lock (Redisson's `getLock`) by default.
+#[derive(clap::Args)]
+#[group(multiple = false)]
+struct KindArgs {
+    /// Redisson's fair lock (`getFairLock`): first come, first served.
+    #[arg(long)]
+    fair: bool,
+    /// The read lock of a read-write lock (`getReadWriteLock(name).readLock()`).
+    #[arg(long)]
+    read: bool,
+    /// The write lock of a read-write lock.
+    #[arg(long)]
+    write: bool,
+    /// Redisson's fenced lock (`getFencedLock`); the token goes to the
+    /// command as REDISSON_LOCK_TOKEN.
+    #[arg(long)]
+    fenced: bool,
+    /// N permits of the semaphore NAME (`getSemaphore`): at most as many
+    /// runs at once as it has permits. A run killed with SIGKILL keeps its
+    /// permits; --expirable-semaphore does not.
+    #[arg(long, value_name = "N")]
+    semaphore: Option<u32>,
+    /// N permits of the permit-expirable semaphore NAME
+    /// (`getPermitExpirableSemaphore`), leased for --lease.
+    #[arg(long, value_name = "N", requires = "lease")]
+    expirable_semaphore: Option<u32>,
+}
+
+/// What the run holds while the command runs.
+enum Hold {
+    Lock(LockGuard),
+    Permits(SemaphorePermits),
+    Leased(ExpirablePermits, Duration),
+}
+
+impl Hold {
+    /// Resolves when the hold is lost: a lock's lost signal, or an
+    /// expirable lease found ended at a renewal. Never for plain permits.
+    async fn lost(&self) {
+        match self {
+            Hold::Lock(guard) => guard.lost().await,
+            Hold::Permits(_) => std::future::pending().await,
+            Hold::Leased(permits, lease) => {
+                // Renew a third of the way through each lease, as a watchdog.
+                let mut every = tokio::time::interval_at(
+                    tokio::time::Instant::now() + *lease / 3,
+                    (*lease / 3).max(Duration::from_millis(1)),
+                );
+                loop {
+                    every.tick().await;
+                    match permits.set_lease(Some(*lease)).await {
+                        Ok(n) if n == permits.ids().len() => {}
+                        // A lease ended (or was released by someone else).
+                        Ok(_) => return,
+                        // Redis unreachable: the lease may still run; try again.
+                        Err(_) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    async fn release(self) -> Result<(), Error> {
+        match self {
+            Hold::Lock(guard) => guard.unlock().await.map(drop),
+            Hold::Permits(permits) => permits.release().await,
+            Hold::Leased(permits, _) => permits.release().await.map(drop),
+        }
+    }
+}
+
+/// The name of what is acquired, for messages.
+fn what(args: &Args) -> String {
+    let k = &args.kind;
+    match (k.semaphore, k.expirable_semaphore) {
+        (Some(n), _) | (_, Some(n)) => format!("{n} permit(s) of `{}`", args.name),
+        _ => format!("`{}`", args.name),
+    }
+}
+
+/// Acquires what `args` ask for; `None` when not acquired within --wait.
+/// Also returns the environment the command gets.
+async fn acquire(
+    client: &RedissonClient,
+    args: &Args,
+) -> Result<Option<(Hold, Vec<(&'static str, String)>)>, Error> {
+    let k = &args.kind;
+    let mut env = vec![("REDISSON_LOCK_NAME", args.name.clone())];
+    macro_rules! lock {
+        ($lock:expr) => {{
+            let lock = $lock;
+            let acquire = lock.acquire();
+            let acquire = match args.lease {
+                Some(lease) => acquire.lease(lease),
+                None => acquire,
+            };
+            match args.wait {
+                Some(wait) => acquire.wait(wait).await?,
+                None => Some(acquire.await?),
+            }
+        }};
+    }
+    let hold = if k.fair {
+        lock!(client.fair_lock(&args.name)?).map(Hold::Lock)
+    } else if k.read {
+        lock!(client.read_write_lock(&args.name)?.read()).map(Hold::Lock)
+    } else if k.write {
+        lock!(client.read_write_lock(&args.name)?.write()).map(Hold::Lock)
+    } else if k.fenced {
+        lock!(client.fenced_lock(&args.name)?).map(|guard| {
+            env.push(("REDISSON_LOCK_TOKEN", guard.token().to_string()));
+            Hold::Lock(guard.into_guard())
+        })
+    } else if let Some(n) = k.semaphore {
+        let semaphore = client.semaphore(&args.name)?;
+        warn_if_unset(client, &args.name, args.wait).await;
+        match args.wait {
+            Some(wait) if wait.is_zero() => semaphore.try_acquire(n).await?,
+            Some(wait) => semaphore.try_acquire_for(n, wait).await?,
+            None => Some(semaphore.acquire(n).await?),
+        }
+        .map(Hold::Permits)
+    } else if let Some(n) = k.expirable_semaphore {
+        let lease = args
+            .lease
+            .ok_or_else(|| Error::InvalidArgument("--expirable-semaphore needs --lease".into()))?;
+        let semaphore = client.permit_expirable_semaphore(&args.name)?;
+        warn_if_unset(client, &args.name, args.wait).await;
+        let permits = match args.wait {
+            Some(wait) if wait.is_zero() => semaphore.try_acquire(n, Some(lease)).await?,
+            Some(wait) => semaphore.try_acquire_for(n, wait, Some(lease)).await?,
+            None => Some(semaphore.acquire(n, Some(lease)).await?),
+        };
+        permits.map(|permits| {
+            let ids: Vec<String> = permits.ids().iter().map(|id| id.to_string()).collect();
+            env.push(("REDISSON_LOCK_PERMIT_IDS", ids.join(",")));
+            Hold::Leased(permits, lease)
+        })
+    } else {
+        lock!(client.lock(&args.name)?).map(Hold::Lock)
+    };
+    Ok(hold.map(|hold| (hold, env)))
+}
+
+/// A semaphore without its key has no permits: say how to set them, since
+/// a wait without limit would otherwise look like a hang.
+async fn warn_if_unset(client: &RedissonClient, name: &str, wait: Option<Duration>) {
+    if wait.is_some_and(|w| w.is_zero()) {
+        return;
+    }
+    let exists: Result<i64, _> =
+        fred::interfaces::KeysInterface::exists(client.redis(), name).await;
+    if exists == Ok(0) {
+        eprintln!(
+            "redisson-lock: semaphore `{name}` has no permits yet; waiting. Set them with \
+             `redisson-lock semaphore set-permits {name} N`"
+        );
+    }
+}
+
 pub async fn run(cli: &Cli, args: &Args) -> Result<u8, String> {
+    if let (Some(_), Some(_)) = (args.kind.semaphore, args.lease) {
+        return Err(
+            "a semaphore's permits have no lease: use --expirable-semaphore for permits \
+             that come back after a crash"
+                .into(),
+        );
+    }
     let client = connect(cli).await?;
-    let lock = client.lock(&args.name).map_err(|e| e.to_string())?;
-    // One listener for SIGINT and SIGTERM: before the command runs they end
-    // the wait; while it runs they are forwarded to it.
-    let (signals, mut before_start) = broadcast::channel::<i32>(8);
     let mut interrupt = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
     let mut terminate = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
-    let listener = {
-        let signals = signals.clone();
-        tokio::spawn(async move {
-            loop {
-                let signal = tokio::select! {
-                    _ = interrupt.recv() => libc::SIGINT,
-                    _ = terminate.recv() => libc::SIGTERM,
-                };
-                let _ = signals.send(signal);
-            }
-        })
+    // A signal while waiting ends the wait: dropping the acquire releases
+    // anything it took.
+    let acquired = tokio::select! {
+        acquired = acquire(&client, args) => acquired,
+        _ = interrupt.recv() => return Ok(stop(&client, libc::SIGINT).await),
+        _ = terminate.recv() => return Ok(stop(&client, libc::SIGTERM).await),
     };
-    // The child's pid once it runs (0 before): the work future is dropped
-    // when the lock is lost, and the child must still be stopped then.
-    let pid = Arc::new(AtomicI32::new(0));
-    let work = {
-        let (pid, signals) = (pid.clone(), signals.clone());
-        move |_lost| async move {
-            let mut forwarded = signals.subscribe();
-            let mut child = Command::new(&args.command[0])
-                .args(&args.command[1..])
-                .stdin(Stdio::inherit())
-                .kill_on_drop(false)
-                .spawn()
-                .map_err(|e| format!("cannot run `{}`: {e}", args.command[0]))?;
-            pid.store(child.id().map_or(0, |p| p as i32), Ordering::SeqCst);
-            loop {
-                tokio::select! {
-                    status = child.wait() => return status.map_err(|e| e.to_string()),
-                    Ok(signal) = forwarded.recv() => send_signal(pid.load(Ordering::SeqCst), signal),
-                }
-            }
-        }
-    };
-    let acquire = lock.acquire();
-    let acquire = match args.lease {
-        Some(lease) => acquire.lease(lease),
-        None => acquire,
-    };
-    let running = async {
-        match args.wait {
-            Some(wait) => acquire.wait(wait).run(work).await,
-            None => acquire.run(work).await.map(Some),
-        }
-    };
-    let outcome = tokio::select! {
-        outcome = running => outcome,
-        // A signal while still waiting for the lock (the child is not
-        // started): stop waiting; dropping the acquire releases anything it took.
-        Ok(signal) = async {
-            loop {
-                let signal = before_start.recv().await;
-                if pid.load(Ordering::SeqCst) == 0 {
-                    return signal;
-                }
-            }
-        } => {
-            listener.abort();
-            client.shutdown().await;
-            return Ok(128 + signal as u8);
-        }
-    };
-    listener.abort();
-    let code = match outcome {
-        Ok(Some(status)) => Ok(exit_code(status?)),
+    let (hold, env) = match acquired {
+        Ok(Some(acquired)) => acquired,
         Ok(None) => {
             eprintln!(
-                "redisson-lock: `{}` not acquired within {}",
-                args.name,
+                "redisson-lock: {} not acquired within {}",
+                what(args),
                 humantime::format_duration(args.wait.unwrap_or_default())
             );
-            Ok(args.conflict_exit_code)
+            client.shutdown().await;
+            return Ok(args.conflict_exit_code);
         }
-        Err(Error::LockLost { .. }) => {
+        Err(e) => {
+            client.shutdown().await;
+            return Err(e.to_string());
+        }
+    };
+    let mut child = match Command::new(&args.command[0])
+        .args(&args.command[1..])
+        .envs(env)
+        .stdin(Stdio::inherit())
+        .kill_on_drop(false)
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(e) => {
+            let _ = hold.release().await;
+            client.shutdown().await;
+            return Err(format!("cannot run `{}`: {e}", args.command[0]));
+        }
+    };
+    let pid = child.id().map_or(0, |p| p as i32);
+    let outcome = {
+        let lost = hold.lost();
+        tokio::pin!(lost);
+        loop {
+            tokio::select! {
+                status = child.wait() => break Ok(status),
+                _ = &mut lost => break Err(()),
+                _ = interrupt.recv() => send_signal(pid, libc::SIGINT),
+                _ = terminate.recv() => send_signal(pid, libc::SIGTERM),
+            }
+        }
+    };
+    let code = match outcome {
+        Ok(status) => match (status, hold.release().await) {
+            (Err(e), _) => Err(e.to_string()),
+            (Ok(_), Err(Error::LockLost { .. })) => {
+                eprintln!(
+                    "redisson-lock: {} was lost while the command ran",
+                    what(args)
+                );
+                Ok(EXIT_LOST)
+            }
+            (Ok(status), Err(e)) => {
+                eprintln!("redisson-lock: releasing {} failed: {e}", what(args));
+                Ok(exit_code(status))
+            }
+            (Ok(status), Ok(())) => Ok(exit_code(status)),
+        },
+        Err(()) => {
             eprintln!(
-                "redisson-lock: lock `{}` was lost; stopping the command",
-                args.name
+                "redisson-lock: {} was lost; stopping the command",
+                what(args)
             );
-            stop_and_reap(pid.load(Ordering::SeqCst)).await;
+            send_signal(pid, libc::SIGTERM);
+            let _ = child.wait().await;
+            let _ = hold.release().await;
             Ok(EXIT_LOST)
         }
-        Err(e) => Err(e.to_string()),
     };
     client.shutdown().await;
     code
+}
+
+/// Stops waiting after a signal: 128 + signal, as a shell reports it.
+async fn stop(client: &RedissonClient, signal: i32) -> u8 {
+    client.shutdown().await;
+    128 + signal as u8
 }
 
 fn send_signal(pid: i32, signal: i32) {
@@ -135,21 +302,6 @@ fn send_signal(pid: i32, signal: i32) {
             libc::kill(pid, signal);
         }
     }
-}
-
-/// SIGTERM to the child whose handle was dropped with the work, then waits
-/// for it to exit (it is still our child: waitpid reaps it).
-async fn stop_and_reap(pid: i32) {
-    if pid <= 0 {
-        return;
-    }
-    send_signal(pid, libc::SIGTERM);
-    let _ = tokio::task::spawn_blocking(move || {
-        let mut status = 0;
-        // SAFETY: waitpid(2) on our own child.
-        unsafe { libc::waitpid(pid, &mut status, 0) };
-    })
-    .await;
 }
 
 /// The child's exit status as ours; a signal death is 128 + signal, as in a shell.

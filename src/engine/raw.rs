@@ -246,13 +246,7 @@ impl RawLock {
         let mut holders: Vec<Holder> = fields
             .iter()
             .filter_map(|(field, count)| {
-                let field = self.kind.holder(field)?;
-                let (client_id, owner) = field.rsplit_once(':')?;
-                Some(Holder {
-                    client_id: client_id.to_string(),
-                    owner: owner.to_string(),
-                    hold_count: count.parse().unwrap_or(0),
-                })
+                Holder::from_field(self.kind.holder(field)?, count, &self.engine.id)
             })
             .collect();
         holders.sort_by(|a, b| (&a.client_id, &a.owner).cmp(&(&b.client_id, &b.owner)));

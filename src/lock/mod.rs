@@ -38,6 +38,23 @@ pub struct Holder {
     pub owner: String,
     /// Reentrant hold count.
     pub hold_count: i64,
+    /// Whether `client_id` is the id of the client that read the lock
+    /// ([`crate::RedissonClient::id`]): the hold is this process's own.
+    pub this_client: bool,
+}
+
+impl Holder {
+    /// Decodes `<client-id>:<owner-id>` (without the write lock's `:write`)
+    /// and its hold count, as read by the client `reader_id`.
+    pub(crate) fn from_field(field: &str, count: &str, reader_id: &str) -> Option<Holder> {
+        let (client_id, owner) = field.rsplit_once(':')?;
+        Some(Holder {
+            client_id: client_id.to_string(),
+            owner: owner.to_string(),
+            hold_count: count.trim().parse().unwrap_or(0),
+            this_client: client_id == reader_id,
+        })
+    }
 }
 
 /// A lock's remaining time to live, as `PTTL` reports it.

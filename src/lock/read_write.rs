@@ -181,8 +181,10 @@ impl std::fmt::Debug for RReadWriteLock {
     }
 }
 
-/// The mode a read-write lock is held in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The mode a read-write lock is held in (the hash's `mode` field; `read`
+/// or `write` in JSON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum RwMode {
     /// One or more readers (and maybe the writer that downgraded).
     Read,

@@ -41,7 +41,12 @@ pub struct JavaPeer {
 pub fn jar(profile: &str, version: &str) -> PathBuf {
     static BUILD: Mutex<()> = Mutex::new(());
     let _one_build_at_a_time = BUILD.lock();
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop/java");
+    // The library's tests run from the workspace root, the CLI's from cli/.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .map(|d| d.join("tests/interop/java"))
+        .find(|d| d.join("pom.xml").exists())
+        .unwrap_or_else(|| PathBuf::from("tests/interop/java"));
     let jar = dir.join(format!("target/interop-peer-{version}.jar"));
     if !jar.exists() || modified(&jar) < newest_source(&dir) {
         let status = std::process::Command::new("mvn")
@@ -90,6 +95,26 @@ fn newest_source(dir: &std::path::Path) -> std::time::SystemTime {
 impl JavaPeer {
     pub async fn start(profile: &str, version: &str, url: &str, watchdog_ms: u64) -> JavaPeer {
         Self::start_with(profile, version, url, watchdog_ms, &[]).await
+    }
+
+    /// A peer whose fair-lock waiters queue with a budget of `fair_wait_ms`
+    /// (Redisson's `fairLockWaitTimeout`, 3.46+) instead of 5 minutes.
+    pub async fn start_with_fair_wait(
+        profile: &str,
+        version: &str,
+        url: &str,
+        watchdog_ms: u64,
+        fair_wait_ms: u64,
+    ) -> JavaPeer {
+        let wait = fair_wait_ms.to_string();
+        Self::start_with(
+            profile,
+            version,
+            url,
+            watchdog_ms,
+            &["--fair-wait-ms", &wait],
+        )
+        .await
     }
 
     /// A peer on a cluster: `nodes` is a comma-separated list of
@@ -211,6 +236,11 @@ impl JavaPeer {
         self.call(command)
             .await
             .unwrap_or_else(|e| panic!("JVM `{command}` failed: {e}"))
+    }
+
+    /// SIGKILL, as a crash: nothing is released, renewals stop.
+    pub async fn kill(mut self) {
+        let _ = self.child.kill().await;
     }
 
     pub async fn quit(mut self) {

@@ -69,6 +69,7 @@ public final class InteropPeer {
         boolean cluster = false;
         String sentinelMaster = null;
         long watchdogMs = 30_000L;
+        long fairWaitMs = -1L;
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
             try {
@@ -84,6 +85,9 @@ public final class InteropPeer {
                         break;
                     case "--watchdog-ms":
                         watchdogMs = Long.parseLong(args[++i]);
+                        break;
+                    case "--fair-wait-ms":
+                        fairWaitMs = Long.parseLong(args[++i]);
                         break;
                     case "--help":
                     case "-h":
@@ -111,6 +115,11 @@ public final class InteropPeer {
         try {
             Config config = new Config();
             config.setLockWatchdogTimeout(watchdogMs);
+            if (fairWaitMs >= 0) {
+                // fairLockWaitTimeout (Redisson >= 3.46), set reflectively so the
+                // peer still compiles against 3.16.4.
+                Config.class.getMethod("setFairLockWaitTimeout", long.class).invoke(config, fairWaitMs);
+            }
             if (cluster) {
                 // --url is a comma-separated list of node addresses.
                 config.useClusterServers().addNodeAddress(url.split(","));
@@ -139,7 +148,7 @@ public final class InteropPeer {
         if (error != null) {
             System.err.println("interop-peer: " + error);
         }
-        System.err.println("usage: java -jar interop-peer-X.jar --url redis://HOST:PORT[,redis://HOST:PORT...] [--cluster | --sentinel MASTER] [--watchdog-ms N]");
+        System.err.println("usage: java -jar interop-peer-X.jar --url redis://HOST:PORT[,redis://HOST:PORT...] [--cluster | --sentinel MASTER] [--watchdog-ms N] [--fair-wait-ms N]");
     }
 
     private static String redissonVersion() {

@@ -1,0 +1,820 @@
+//! `ls`, `inspect`, `doctor`, `run` for every kind and the latch and
+//! semaphore commands, against real servers (and the JVM's Redisson 4.7.0).
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+mod support;
+
+use std::time::Duration;
+
+use common::java::JavaPeer;
+use common::topology::until;
+use common::*;
+use fred::prelude::*;
+use serde_json::Value as Json;
+use support::*;
+
+#[tokio::test]
+async fn ls_and_inspect_show_every_kind_of_object() {
+    let server = RedisServer::start().await;
+    let url = server.url();
+    let raw = server.raw().await;
+    let owner = client(&server, Duration::from_secs(30)).await;
+    let other = client(&server, Duration::from_secs(30)).await;
+
+    // A lock held twice by one owner, and a waiter from another client.
+    let lock = owner.lock("orders:42").unwrap();
+    let outer = lock.lock().await.unwrap();
+    let inner = outer.scope(lock.lock()).await.unwrap();
+    let waiting = {
+        let lock = other.lock("orders:42").unwrap();
+        tokio::spawn(async move { lock.lock().await })
+    };
+    await_subscribers(&server, "redisson_lock__channel:{orders:42}", 1).await;
+    // A fair lock with one waiter in line.
+    let fair = owner.fair_lock("payouts").unwrap().lock().await.unwrap();
+    let queued = {
+        let lock = other.fair_lock("payouts").unwrap();
+        tokio::spawn(async move { lock.lock().await })
+    };
+    until("waiter in line and listening", || async {
+        let info = json(&url, &["inspect", "payouts"]).await;
+        info["queue"][0]["subscribers"] == 1
+    })
+    .await;
+    // Two readers; a writer elsewhere; a fenced lock.
+    let rw = owner.read_write_lock("doc").unwrap();
+    let (r1, r2) = (
+        rw.read().lock().await.unwrap(),
+        rw.read().lock().await.unwrap(),
+    );
+    let writer = owner
+        .read_write_lock("pricing")
+        .unwrap()
+        .write()
+        .lock()
+        .await
+        .unwrap();
+    let fenced = owner.fenced_lock("ledger").unwrap().lock().await.unwrap();
+    // Semaphores: one at zero with a waiter, one that could be a latch.
+    let pool = owner.semaphore("pool").unwrap();
+    pool.try_set_permits(1).await.unwrap();
+    let taken = pool.acquire(1).await.unwrap();
+    let pool_waiter = {
+        let pool = other.semaphore("pool").unwrap();
+        tokio::spawn(async move { pool.acquire(1).await })
+    };
+    await_subscribers(&server, "redisson_sc:{pool}", 1).await;
+    let exports = owner.semaphore("exports").unwrap();
+    exports.try_set_permits(4).await.unwrap();
+    let slots = owner.permit_expirable_semaphore("slots").unwrap();
+    slots.try_set_permits(2).await.unwrap();
+    let leased = slots
+        .acquire(1, Some(Duration::from_secs(600)))
+        .await
+        .unwrap();
+    let latch = owner.count_down_latch("loaded").unwrap();
+    latch.try_set_count(2).await.unwrap();
+    let latch_waiter = {
+        let latch = other.count_down_latch("loaded").unwrap();
+        tokio::spawn(async move { latch.wait().await })
+    };
+    await_subscribers(&server, "redisson_countdownlatch__channel__{loaded}", 1).await;
+    // A group multi lock's hash as Redisson writes it, and keys of others.
+    let java = "8743c9c0-0795-4907-87fd-6c719a6b4586";
+    let _: () = raw
+        .hset(
+            "batch",
+            vec![
+                ("Ab3".to_string(), format!("{java}:1")),
+                (format!("Ab3:{java}:1:lock_count"), "1".into()),
+                (format!("Ab3:{java}:1:expire_time"), "4102444800000".into()),
+            ],
+        )
+        .await
+        .unwrap();
+    let _: () = raw.pexpire("batch", 60_000, None).await.unwrap();
+    let _: () = raw
+        .set("cache:x", "hello", None, None, false)
+        .await
+        .unwrap();
+    let _: () = raw.hset("profile", ("name", "bob")).await.unwrap();
+
+    let list = json(&url, &["ls"]).await;
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "batch",
+            "doc",
+            "exports",
+            "ledger",
+            "loaded",
+            "orders:42",
+            "payouts",
+            "pool",
+            "pricing",
+            "slots"
+        ],
+        "sorted, Redisson objects only"
+    );
+    let o = entry(&list, "orders:42");
+    assert_eq!(o["kind"], "lock");
+    assert_eq!(o["holders"][0]["client_id"], owner.id());
+    assert_eq!(o["holders"][0]["hold_count"], 2);
+    assert_eq!(o["subscribers"], 1, "the other client waits");
+    assert!(o["ttl_ms"].as_u64().unwrap() > 0);
+    let o = entry(&list, "payouts");
+    assert_eq!(
+        (o["kind"].as_str(), o["queue_length"].as_u64()),
+        (Some("fair-lock"), Some(1))
+    );
+    let o = entry(&list, "doc");
+    assert_eq!(
+        (o["kind"].as_str(), o["mode"].as_str()),
+        (Some("read-write-lock"), Some("read"))
+    );
+    assert_eq!(o["holders"].as_array().unwrap().len(), 2);
+    let o = entry(&list, "pricing");
+    assert_eq!(o["writer"]["client_id"], owner.id());
+    let o = entry(&list, "ledger");
+    assert_eq!(
+        (o["kind"].as_str(), o["last_token"].as_i64()),
+        (Some("fenced-lock"), Some(1))
+    );
+    let o = entry(&list, "pool");
+    assert_eq!(
+        (o["kind"].as_str(), o["value"].as_i64()),
+        (Some("semaphore"), Some(0))
+    );
+    assert_eq!(o["subscribers"], 1);
+    let o = entry(&list, "exports");
+    assert_eq!(
+        (o["kind"].as_str(), o["value"].as_i64()),
+        (Some("counter"), Some(4))
+    );
+    let o = entry(&list, "slots");
+    assert_eq!(o["kind"], "expirable-semaphore");
+    assert_eq!(
+        (o["value"].as_i64(), o["leases"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let o = entry(&list, "loaded");
+    assert_eq!(
+        (o["kind"].as_str(), o["value"].as_i64()),
+        (Some("count-down-latch"), Some(2))
+    );
+    let o = entry(&list, "batch");
+    assert_eq!(o["kind"], "multi-lock-group");
+    assert_eq!(o["holders"][0]["client_id"], java);
+
+    // The table and a pattern.
+    let out = run(&url, &["ls", "p*"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("NAME") && lines[0].contains("WAITING"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(lines.len(), 4, "payouts, pool, pricing: {}", out.stdout);
+    assert!(
+        lines[1].starts_with("payouts") && lines[1].contains("queue 1"),
+        "{}",
+        out.stdout
+    );
+
+    // inspect: everything about each.
+    let info = json(&url, &["inspect", "orders:42"]).await;
+    assert_eq!(info["kind"], "lock");
+    assert_eq!(info["redis_type"], "hash");
+    assert_eq!(info["holders"][0]["owner"], outer.owner().to_string());
+    assert_eq!(
+        info["holders"][0]["this_client"], false,
+        "the CLI's own client holds nothing"
+    );
+    assert_eq!(
+        info["channels"],
+        serde_json::json!([{"channel": "redisson_lock__channel:{orders:42}", "subscribers": 1}])
+    );
+    let info = json(&url, &["inspect", "payouts"]).await;
+    assert_eq!(info["kind"], "fair-lock");
+    let waiter = &info["queue"][0];
+    assert_eq!(waiter["client_id"], other.id());
+    assert!(waiter["deadline_ms"].as_i64().is_some() && waiter["overdue"] == false);
+    assert_eq!(waiter["subscribers"], 1, "its own channel");
+    let info = json(&url, &["inspect", "doc"]).await;
+    let readers = info["readers"].as_array().unwrap();
+    assert_eq!(readers.len(), 2);
+    for reader in readers {
+        let hold = &reader["holds"][0];
+        assert_eq!(
+            (hold["n"].as_u64(), hold["exists"].as_bool()),
+            (Some(1), Some(true))
+        );
+        assert!(hold["key"].as_str().unwrap().ends_with(":rwlock_timeout:1"));
+    }
+    let info = json(&url, &["inspect", "slots"]).await;
+    assert_eq!(info["available"], 1);
+    assert_eq!(info["leases"][0]["id"], leased.ids()[0].to_string());
+    assert_eq!(info["leases"][0]["expired"], false);
+    let info = json(&url, &["inspect", "ledger"]).await;
+    assert_eq!(info["last_token"], fenced.token());
+    let info = json(&url, &["inspect", "loaded"]).await;
+    assert_eq!(
+        (info["kind"].as_str(), info["count"].as_i64()),
+        (Some("count-down-latch"), Some(2))
+    );
+    let info = json(&url, &["inspect", "exports"]).await;
+    assert_eq!(
+        (info["kind"].as_str(), info["value"].as_i64()),
+        (Some("counter"), Some(4))
+    );
+    for (name, kind) in [
+        ("cache:x", "other"),
+        ("profile", "other"),
+        ("nothing", "absent"),
+    ] {
+        let info = json(&url, &["inspect", name]).await;
+        assert_eq!(info["kind"], kind, "{name}");
+    }
+    let out = run(&url, &["inspect", "doc"]).await;
+    assert!(
+        out.stdout.starts_with("doc: read-write lock, mode read"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("hold 1 {doc}:"), "{}", out.stdout);
+
+    waiting.abort();
+    queued.abort();
+    pool_waiter.abort();
+    latch_waiter.abort();
+    for guard in [inner, outer, fair, r1, r2, writer] {
+        guard.unlock().await.unwrap();
+    }
+    drop((fenced, taken, leased));
+    owner.shutdown().await;
+    other.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_jvm_holder_shows_in_ls_and_inspect() {
+    let server = RedisServer::start().await;
+    let url = server.url();
+    let java = JavaPeer::start("redisson-4", "4.7.0", &url, 30_000).await;
+    java.ok("lock orders:7 5 -1").await;
+    java.ok("lock orders:7 5 -1").await;
+    java.ok("rlock report 6 -1").await;
+    java.ok("fencedLock ledger 8 -1").await;
+
+    let list = json(&url, &["ls"]).await;
+    let o = entry(&list, "orders:7");
+    assert_eq!(o["kind"], "lock");
+    assert_eq!(o["holders"][0]["client_id"], java.client_id.as_str());
+    assert_eq!(
+        (
+            o["holders"][0]["owner"].as_str(),
+            o["holders"][0]["hold_count"].as_i64()
+        ),
+        (Some("5"), Some(2))
+    );
+    assert_eq!(entry(&list, "report")["kind"], "read-write-lock");
+    assert_eq!(entry(&list, "ledger")["last_token"], 1);
+
+    let info = json(&url, &["inspect", "orders:7"]).await;
+    assert_eq!(info["holders"][0]["client_id"], java.client_id.as_str());
+    let ttl = info["ttl_ms"].as_u64().unwrap();
+    assert!(ttl > 0 && ttl <= 30_000, "{ttl}");
+    let info = json(&url, &["inspect", "report"]).await;
+    assert_eq!(info["mode"], "read");
+    let reader = &info["readers"][0];
+    assert_eq!(
+        (reader["owner"].as_str(), reader["hold_count"].as_i64()),
+        (Some("6"), Some(1))
+    );
+    assert_eq!(
+        reader["holds"][0]["key"],
+        format!("{{report}}:{}:6:rwlock_timeout:1", java.client_id)
+    );
+    assert_eq!(reader["holds"][0]["exists"], true);
+
+    // A Java waiter in a fair lock's line, behind a Rust holder.
+    let rust = client(&server, Duration::from_secs(30)).await;
+    let held = rust.fair_lock("payouts").unwrap().lock().await.unwrap();
+    let java_waits = java.send("flock payouts 9 -1").await;
+    let raw = server.raw().await;
+    until("Java in line", || async {
+        raw.llen::<i64, _>("redisson_lock_queue:{payouts}")
+            .await
+            .unwrap()
+            == 1
+    })
+    .await;
+    let info = json(&url, &["inspect", "payouts"]).await;
+    assert_eq!(info["holders"][0]["client_id"], rust.id());
+    let waiter = &info["queue"][0];
+    assert_eq!(waiter["field"], format!("{}:9", java.client_id));
+    assert!(waiter["deadline_ms"].as_i64().is_some());
+    assert_eq!(
+        entry(&json(&url, &["ls"]).await, "payouts")["queue_length"],
+        1
+    );
+    held.unlock().await.unwrap();
+    drop(java_waits);
+    java.kill().await;
+    rust.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ls_on_a_cluster_reads_every_primary() {
+    use common::topology::Cluster;
+    let cluster = Cluster::start().await;
+    let url = cluster.url();
+    let holder = redisson_lock::RedissonClient::connect(config(&url, Duration::from_secs(30)))
+        .await
+        .unwrap();
+    let waiter = redisson_lock::RedissonClient::connect(config(&url, Duration::from_secs(30)))
+        .await
+        .unwrap();
+    let names: Vec<String> = (0..12).map(|i| format!("c:{i}")).collect();
+    let mut owners = std::collections::BTreeSet::new();
+    let mut guards = vec![];
+    for name in &names {
+        owners.insert(cluster.owner_of(redisson_lock::naming::slot(name)).await);
+        guards.push(holder.lock(name).unwrap().lock().await.unwrap());
+    }
+    assert_eq!(owners.len(), 3, "the names cover every primary");
+    // A waiter on a sharded channel, counted on its slot's primary.
+    let waiting = {
+        let lock = waiter.lock("c:0").unwrap();
+        tokio::spawn(async move { lock.lock().await })
+    };
+    let channel = redisson_lock::naming::channel_name("c:0");
+    let owner = cluster.owner_of(redisson_lock::naming::slot("c:0")).await;
+    until("waiter subscribed", || async {
+        common::topology::subscribers_on(owner, &channel, true).await == 1
+    })
+    .await;
+    let list = json(&url, &["ls", "c:*", "--count", "10"]).await;
+    let listed: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(listed, sorted);
+    for o in list.as_array().unwrap() {
+        assert_eq!(o["holders"][0]["client_id"], holder.id());
+    }
+    assert_eq!(entry(&list, "c:0")["subscribers"], 1);
+    assert_eq!(entry(&list, "c:1")["subscribers"], 0);
+    let info = json(&url, &["inspect", "c:0"]).await;
+    assert_eq!(info["channels"][0]["subscribers"], 1);
+    waiting.abort();
+    drop(guards);
+    holder.shutdown().await;
+    waiter.shutdown().await;
+}
+
+/// The findings of `doctor --json` (its exit code first).
+async fn doctor(url: &str, args: &[&str]) -> (i32, Vec<Json>) {
+    let out = run(url, &[&["doctor", "--json"], args].concat()).await;
+    let findings: Json = serde_json::from_str(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {} {}", out.stdout, out.stderr));
+    (out.code, findings.as_array().unwrap().clone())
+}
+
+fn checks(findings: &[Json]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = findings
+        .iter()
+        .map(|f| {
+            (
+                f["name"].as_str().unwrap().into(),
+                f["check"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn doctor_finds_what_crashes_leave_and_fixes_only_what_nobody_can_use() {
+    let server = RedisServer::start().await;
+    let url = server.url();
+    let raw = server.raw().await;
+    // A JVM that crashes while waiting in a fair lock's line (its budget is
+    // 100 ms past the holder's 1 s lease), while holding a read lock, and
+    // with a permit leased for 100 ms.
+    let java = JavaPeer::start_with_fair_wait("redisson-4", "4.7.0", &url, 30_000, 100).await;
+    let rust = client(&server, Duration::from_secs(1)).await;
+    let fair = rust.fair_lock("payouts").unwrap().lock().await.unwrap();
+    let _java_waits = java.send("flock payouts 9 -1").await;
+    until("Java in line", || async {
+        raw.llen::<i64, _>("redisson_lock_queue:{payouts}")
+            .await
+            .unwrap()
+            == 1
+    })
+    .await;
+    java.ok("rlock report 6 -1").await;
+    java.ok("pesTrySetPermits slots 2").await;
+    java.ok("pesAcquire slots 100").await;
+    java.ok("fencedLock ledger 8 -1").await;
+    java.ok("fencedUnlock ledger 8").await;
+    let java_id = java.client_id.clone();
+    java.kill().await;
+    // The operator frees the crashed reader's lock: its hold key stays.
+    let out = run(&url, &["force-unlock", "report"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let hold_key = format!("{{report}}:{java_id}:6:rwlock_timeout:1");
+    assert_eq!(raw.exists::<i64, _>(&hold_key).await.unwrap(), 1);
+    // What no client writes, but hand edits and restores leave: a lock and a
+    // latch without TTL, a place in line without a deadline.
+    let _: () = raw
+        .hset("stuck", (format!("{java_id}:3"), "1"))
+        .await
+        .unwrap();
+    let latch = "redisson_unlock_latch:{gone}:0123456789abcdef0123456789abcdef";
+    let _: () = raw.set(latch, "1", None, None, false).await.unwrap();
+    let undated = format!("{java_id}:4");
+    let _: () = raw
+        .rpush("redisson_lock_queue:{line}", undated.as_str())
+        .await
+        .unwrap();
+
+    // Wait until the dead waiter's deadline and the lease have passed.
+    until("deadline and lease past", || async {
+        let (_, found) = doctor(&url, &[]).await;
+        let c = checks(&found);
+        c.contains(&("payouts".into(), "fair-waiter-overdue".into()))
+            && c.contains(&("slots".into(), "ended-permit-lease".into()))
+    })
+    .await;
+    let (code, found) = doctor(&url, &[]).await;
+    assert_eq!(code, 1, "harmful findings");
+    assert_eq!(
+        checks(&found),
+        [
+            ("gone", "latch-without-ttl"),
+            ("ledger", "fenced-token-without-lock"),
+            ("line", "fair-waiter-without-deadline"),
+            ("payouts", "fair-waiter-overdue"),
+            ("report", "read-hold-without-reader"),
+            ("slots", "ended-permit-lease"),
+            ("stuck", "lock-without-ttl"),
+        ]
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+    );
+    for f in &found {
+        let harmful = matches!(
+            f["check"].as_str().unwrap(),
+            "fair-waiter-without-deadline" | "lock-without-ttl"
+        );
+        assert_eq!(f["harmful"], harmful, "{f}");
+        assert!(!f["why"].as_str().unwrap().is_empty());
+    }
+    // The text names each finding and says why.
+    let out = run(&url, &["doctor"]).await;
+    assert!(
+        out.stdout.contains("harmful: fair-lock scripts stop"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("7 finding(s), 2 harmful"),
+        "{}",
+        out.stdout
+    );
+
+    let (code, fixed) = doctor(&url, &["--fix"]).await;
+    assert_eq!(code, 1, "the lock without TTL is left to the operator");
+    for f in &fixed {
+        let want = match f["check"].as_str().unwrap() {
+            "lock-without-ttl" | "fenced-token-without-lock" => Json::Null,
+            _ => Json::Bool(true),
+        };
+        assert_eq!(f["fixed"], want, "{f}");
+    }
+    assert_eq!(
+        raw.llen::<i64, _>("redisson_lock_queue:{payouts}")
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        raw.zcard::<i64, _>("redisson_lock_timeout:{payouts}")
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        raw.exists::<i64, _>("redisson_lock_queue:{line}")
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(raw.exists::<i64, _>(&hold_key).await.unwrap(), 0);
+    let ttl: i64 = raw.pttl(latch).await.unwrap();
+    assert!(ttl > 0, "{ttl}");
+    let available: i64 = raw.get("slots").await.unwrap();
+    assert_eq!(available, 2, "the ended lease's permit is back");
+    let token: i64 = raw.get("redisson_lock_token:{ledger}").await.unwrap();
+    assert_eq!(token, 1, "kept");
+    assert_eq!(raw.exists::<i64, _>("stuck").await.unwrap(), 1, "kept");
+    // The holder still holds the fair lock it had.
+    assert!(fair.hold_count().await.unwrap() == 1);
+
+    let out = run(&url, &["force-unlock", "stuck"]).await;
+    assert_eq!(out.code, 0);
+    let (code, left) = doctor(&url, &[]).await;
+    assert_eq!(code, 0, "{left:?}");
+    assert_eq!(
+        checks(&left),
+        [(
+            "ledger".to_string(),
+            "fenced-token-without-lock".to_string()
+        )],
+        "a fenced lock's token is kept"
+    );
+    fair.unlock().await.unwrap();
+    rust.shutdown().await;
+}
+
+#[tokio::test]
+async fn run_holds_every_kind_of_lock() {
+    let server = RedisServer::start().await;
+    let url = server.url();
+    let raw = server.raw().await;
+    let rust = client(&server, Duration::from_secs(30)).await;
+
+    // --fair: held by the CLI's client while the command runs.
+    let (mut child, _) = start_run(&url, &["--fair", "line"], "echo ready; read x").await;
+    let info = json(&url, &["inspect", "line"]).await;
+    assert_eq!(info["holders"].as_array().unwrap().len(), 1);
+    assert!(rust
+        .fair_lock("line")
+        .unwrap()
+        .try_lock()
+        .await
+        .unwrap()
+        .is_none());
+    assert_eq!(finish(&mut child).await, 0);
+    assert_eq!(raw.exists::<i64, _>("line").await.unwrap(), 0);
+
+    // --read twice at once; --write waits for them (exit 75 with --wait 0s).
+    let (mut r1, _) = start_run(&url, &["--read", "doc"], "echo ready; read x").await;
+    let (mut r2, _) = start_run(&url, &["--read", "doc"], "echo ready; read x").await;
+    let info = json(&url, &["inspect", "doc"]).await;
+    assert_eq!(
+        (
+            info["mode"].as_str(),
+            info["readers"].as_array().unwrap().len()
+        ),
+        (Some("read"), 2)
+    );
+    let out = run(
+        &url,
+        &["run", "--write", "--wait", "0s", "doc", "--", "true"],
+    )
+    .await;
+    assert_eq!(out.code, 75, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("`doc` not acquired within 0s"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!((finish(&mut r1).await, finish(&mut r2).await), (0, 0));
+    let out = run(
+        &url,
+        &[
+            "run",
+            "--write",
+            "doc",
+            "--",
+            "sh",
+            "-c",
+            "echo $REDISSON_LOCK_NAME",
+        ],
+    )
+    .await;
+    assert_eq!((out.code, out.stdout.trim()), (0, "doc"), "{}", out.stderr);
+
+    // --fenced: the token, larger each time, in the command's environment.
+    for token in ["1", "2"] {
+        let out = run(
+            &url,
+            &[
+                "run",
+                "--fenced",
+                "ledger",
+                "--",
+                "sh",
+                "-c",
+                "echo $REDISSON_LOCK_TOKEN",
+            ],
+        )
+        .await;
+        assert_eq!((out.code, out.stdout.trim()), (0, token), "{}", out.stderr);
+    }
+    // Kinds exclude each other.
+    let out = run(&url, &["run", "--fair", "--fenced", "x", "--", "true"]).await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    rust.shutdown().await;
+}
+
+#[tokio::test]
+async fn run_holds_permits_and_renews_expirable_leases() {
+    let server = RedisServer::start().await;
+    let url = server.url();
+    let raw = server.raw().await;
+
+    // --semaphore N: a fleet-wide limit of 1.
+    let out = run(&url, &["semaphore", "set-permits", "exports", "1"]).await;
+    assert_eq!(
+        (out.code, out.stdout.trim()),
+        (0, "exports: 1 permits"),
+        "{}",
+        out.stderr
+    );
+    let out = run(&url, &["semaphore", "set-permits", "exports", "5"]).await;
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("add-permits"),
+        "says what to do: {}",
+        out.stderr
+    );
+    let (mut child, _) =
+        start_run(&url, &["--semaphore", "1", "exports"], "echo ready; read x").await;
+    assert_eq!(raw.get::<i64, _>("exports").await.unwrap(), 0);
+    let out = run(
+        &url,
+        &[
+            "run",
+            "--semaphore",
+            "1",
+            "--wait",
+            "0s",
+            "exports",
+            "--",
+            "true",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 75);
+    assert!(
+        out.stderr.contains("1 permit(s) of `exports` not acquired"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(finish(&mut child).await, 0);
+    assert_eq!(raw.get::<i64, _>("exports").await.unwrap(), 1);
+    let out = run(&url, &["semaphore", "add-permits", "exports", "-1"]).await;
+    assert_eq!(
+        (out.code, out.stdout.trim()),
+        (0, "exports: 0 permits available"),
+        "{}",
+        out.stderr
+    );
+    let out = run(
+        &url,
+        &[
+            "run",
+            "--semaphore",
+            "1",
+            "--lease",
+            "1s",
+            "exports",
+            "--",
+            "true",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("--expirable-semaphore"),
+        "{}",
+        out.stderr
+    );
+
+    // --expirable-semaphore N --lease: renewed while the command runs.
+    let out = run(
+        &url,
+        &["semaphore", "set-permits", "--expirable", "slots", "1"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let (mut child, mut lines) = start_run(
+        &url,
+        &["--expirable-semaphore", "1", "--lease", "600ms", "slots"],
+        "echo ready; echo $REDISSON_LOCK_PERMIT_IDS; read x",
+    )
+    .await;
+    let id = lines.next_line().await.unwrap().unwrap();
+    let info = json(&url, &["inspect", "slots"]).await;
+    assert_eq!(info["leases"][0]["id"], id.as_str());
+    let first = info["leases"][0]["expires_at_ms"].as_i64().unwrap();
+    until("the lease renewed", || async {
+        let info = json(&url, &["inspect", "slots"]).await;
+        info["leases"][0]["expires_at_ms"].as_i64().unwrap() > first
+    })
+    .await;
+    assert_eq!(finish(&mut child).await, 0);
+    assert_eq!(raw.zcard::<i64, _>("{slots}:timeout").await.unwrap(), 0);
+    assert_eq!(raw.get::<i64, _>("slots").await.unwrap(), 1);
+    // A lease someone removes is lost: the command is stopped, exit 76.
+    let (mut child, mut lines) = start_run(
+        &url,
+        &["--expirable-semaphore", "1", "--lease", "600ms", "slots"],
+        "trap 'echo terminated; exit 0' TERM; echo ready; while :; do sleep 0.05; done",
+    )
+    .await;
+    let _: i64 = raw.zremrangebyrank("{slots}:timeout", 0, -1).await.unwrap();
+    let status = within("run exits", child.wait()).await.unwrap();
+    assert_eq!(status.code(), Some(76));
+    assert_eq!(
+        lines.next_line().await.unwrap().as_deref(),
+        Some("terminated")
+    );
+}
+
+#[tokio::test]
+async fn latch_commands_set_count_down_and_wait() {
+    let server = RedisServer::start().await;
+    let url = server.url();
+    let out = run(&url, &["latch", "set", "deploy", "2"]).await;
+    assert_eq!(
+        (out.code, out.stdout.trim()),
+        (0, "deploy: count set to 2"),
+        "{}",
+        out.stderr
+    );
+    let out = run(&url, &["latch", "set", "deploy", "5"]).await;
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("already set (count 2)"),
+        "{}",
+        out.stderr
+    );
+    let out = run(&url, &["latch", "wait", "deploy", "--timeout", "50ms"]).await;
+    assert_eq!(out.code, 75, "{}", out.stderr);
+    let mut waiter = cli(&url);
+    waiter.args(["latch", "wait", "deploy"]);
+    let waiter = waiter.spawn().unwrap();
+    await_subscribers(&server, "redisson_countdownlatch__channel__{deploy}", 1).await;
+    let info = json(&url, &["inspect", "deploy"]).await;
+    assert_eq!(info["kind"], "count-down-latch", "told by its waiter");
+    for left in ["1", "0"] {
+        let out = run(&url, &["latch", "count-down", "deploy"]).await;
+        assert_eq!(
+            (out.code, out.stdout.trim()),
+            (0, format!("deploy: count {left}").as_str())
+        );
+    }
+    let out = within("wait returns", waiter.wait_with_output())
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "deploy: open");
+}
+
+#[tokio::test]
+async fn errors_are_one_line_and_say_what_went_wrong() {
+    let url = format!("redis://127.0.0.1:{}", free_port());
+    for args in [
+        vec!["ls"],
+        vec!["inspect", "x"],
+        vec!["doctor"],
+        vec!["latch", "count-down", "x"],
+        vec!["semaphore", "add-permits", "x", "1"],
+        vec!["run", "--semaphore", "1", "x", "--", "true"],
+    ] {
+        let out = run(&url, &args).await;
+        assert_eq!(out.code, 1, "{args:?}");
+        assert_eq!(out.stderr.lines().count(), 1, "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains("cannot connect"), "{}", out.stderr);
+    }
+    let server = RedisServer::start().await;
+    for (args, code, says) in [
+        (vec!["ls", "--count", "0"], 2, "0 is not in 1.."),
+        (vec!["inspect", ""], 1, "object name is empty"),
+        (
+            vec!["run", "--expirable-semaphore", "1", "x", "--", "true"],
+            2,
+            "--lease",
+        ),
+        (vec!["top"], 1, "top needs a terminal"),
+    ] {
+        let out = run(&server.url(), &args).await;
+        assert_eq!(out.code, code, "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
+    }
+}

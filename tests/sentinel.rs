@@ -300,3 +300,64 @@ async fn the_replica_quorum_decides_with_one_of_two_replicas_down() {
         client.shutdown().await;
     }
 }
+
+/// Tokens and fences are confirmed by the replicas like the lock itself:
+/// after a failover a stale holder's `set_if_newest` is still refused, and
+/// the next token is above every token handed out before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_survives_a_failover() {
+    let sentinel = Sentinel::start().await;
+    let client = connect(&sentinel, true, Duration::from_secs(3)).await;
+    let lock = client.fenced_lock("ledger").unwrap();
+
+    // The first holder writes, then loses the lock while it still believes
+    // it holds it (deleted under it, as an expiry after a pause would).
+    let stale = lock.lock().await.unwrap();
+    assert!(stale.set_if_newest("ledger:balance", "100").await.unwrap());
+    assert!(lock.force_unlock().await.unwrap());
+    let newer = lock.lock().await.unwrap();
+    assert!(newer.token() > stale.token());
+    assert!(newer.set_if_newest("ledger:balance", "90").await.unwrap());
+    let newer_token = newer.token();
+    newer.unlock().await.unwrap();
+
+    // The primary fails over.
+    let old = sentinel.primary_port().await;
+    sentinel
+        .on_sentinels_first(&["FAILOVER", common::topology::SERVICE])
+        .await;
+    sentinel.await_new_primary(old).await;
+    sentinel.await_healthy().await;
+
+    // The fence and the token counter came through: the stale holder is
+    // refused, and the next holder's token is above every earlier one.
+    let refused = within("the stale write", async {
+        loop {
+            match stale.set_if_newest("ledger:balance", "110").await {
+                Ok(written) => return written,
+                // Until the client has moved to the new primary.
+                Err(e) if e.is_transient() => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+    })
+    .await;
+    assert!(!refused, "a stale holder wrote after the failover");
+    let next = within("a lock on the new primary", async {
+        loop {
+            match lock.lock().await {
+                Ok(guard) => return guard,
+                Err(e) if e.is_transient() => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+    })
+    .await;
+    assert!(next.token() > newer_token);
+    let raw = node_client(sentinel.primary_port().await).await;
+    let balance: String = raw.get("ledger:balance").await.unwrap();
+    assert_eq!(balance, "90");
+    next.unlock().await.unwrap();
+    drop(stale);
+    client.shutdown().await;
+}

@@ -21,6 +21,7 @@ use fred::interfaces::KeysInterface;
 use fred::types::Value;
 
 use crate::engine::kind::{Call, Grant, Latch, LockKind, Renewal, ScriptCall};
+use crate::engine::replica_sync::Synced;
 use crate::engine::script::{self, Script};
 use crate::engine::watchdog::FieldRenewal;
 use crate::engine::Engine;
@@ -125,10 +126,17 @@ impl FencedGuard {
     /// written `key` this way: the highest token that wrote it is kept in
     /// `redisson_fence:{key}` (same cluster slot). Returns whether it wrote.
     ///
+    /// On a cluster or Sentinel the write is confirmed by the replicas as a
+    /// lock write is, so a failover does not bring back an older fence that
+    /// a stale holder could pass.
+    ///
     /// # Errors
     ///
     /// [`crate::Error::Connection`] / [`crate::Error::Timeout`];
-    /// [`crate::Error::WrongType`] if the fence key holds something else.
+    /// [`crate::Error::WrongType`] if the fence key holds something else;
+    /// [`crate::Error::ReplicasNotSynced`] if it was written on the primary
+    /// but too few replicas confirmed it (calling it again with the same
+    /// value is safe: the token check lets the same token write again).
     ///
     /// # Cancel safety
     ///
@@ -154,8 +162,12 @@ impl FencedGuard {
             keys: vec![key.to_string(), fence.clone()],
             args: vec![self.token.into(), value.into()],
         };
-        let reply = engine.run_unsynced(call).await?;
-        Ok(script::as_i64(&reply) == Some(1))
+        let (reply, synced) = engine.write(call).await?;
+        let written = script::as_i64(&reply) == Some(1);
+        if written && matches!(synced, Synced::Short { .. }) {
+            return Err(engine.replica_sync.not_synced("set_if_newest", key, synced));
+        }
+        Ok(written)
     }
 
     /// Releases this hold (see [`LockGuard::unlock`]).

@@ -221,6 +221,34 @@ impl Cluster {
         self.nodes.iter_mut().find(|n| n.port == port).unwrap()
     }
 
+    /// Whether the nodes have sharded pub/sub (Redis 7+, Valkey): what a
+    /// client in AUTO mode picks.
+    pub async fn sharded_pubsub(&self) -> bool {
+        let c = node_client(self.nodes[0].port).await;
+        let probe: Result<Value, _> = c
+            .custom(
+                CustomCommand::new_static("PUBSUB", ClusterHash::Random, false),
+                vec!["SHARDNUMSUB", "probe"],
+            )
+            .await;
+        let _ = c.quit().await;
+        probe.is_ok()
+    }
+
+    /// Subscribers of `channel` anywhere in the cluster: classic ones on
+    /// every node, sharded ones (where the nodes have them) on every node too.
+    pub async fn subscribers(&self, channel: &str) -> i64 {
+        let sharded = self.sharded_pubsub().await;
+        let mut n = 0;
+        for node in &self.nodes {
+            n += subscribers_on(node.port, channel, false).await;
+            if sharded {
+                n += subscribers_on(node.port, channel, true).await;
+            }
+        }
+        n
+    }
+
     /// Ports of the current primaries, as node 0 sees them.
     pub async fn primaries(&self) -> Vec<u16> {
         let c = node_client(self.nodes[0].port).await;

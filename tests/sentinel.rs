@@ -201,10 +201,16 @@ async fn the_replica_quorum_decides_with_one_of_two_replicas_down() {
     let all = quorum_client(ReplicaQuorum::All).await.unwrap();
     let two = quorum_client(ReplicaQuorum::AtLeast(2)).await.unwrap();
 
-    // Both replicas up: every quorum is met, and the guard says by how many.
-    for (client, acked) in [(&any, 1), (&all, 2), (&two, 2)] {
+    // Both replicas up: every quorum is met, and the guard says by how many
+    // (WAIT answers once the quorum is reached, counting every replica that
+    // has the write by then: Redisson's rule may see 1 or 2).
+    for (client, at_least) in [(&any, 1), (&all, 2), (&two, 2)] {
         let guard = client.lock("quorum").unwrap().lock().await.unwrap();
-        assert_eq!(guard.safety(), SafetyLevel::Replicas { acked, known: 2 });
+        assert!(
+            matches!(guard.safety(), SafetyLevel::Replicas { acked, known: 2 } if acked >= at_least),
+            "{:?}",
+            guard.safety()
+        );
         guard.unlock().await.unwrap();
     }
 
@@ -233,6 +239,7 @@ async fn the_replica_quorum_decides_with_one_of_two_replicas_down() {
 
     // One confirmation is enough for Redisson's rule, not for the stricter ones.
     let taken = any.lock("quorum").unwrap().lock().await.unwrap();
+    // Only one replica answers now.
     assert_eq!(taken.safety(), SafetyLevel::Replicas { acked: 1, known: 2 });
     taken.unlock().await.unwrap();
     for client in [&all, &two] {
@@ -342,7 +349,31 @@ async fn fencing_survives_a_failover() {
         }
     })
     .await;
-    assert!(!refused, "a stale holder wrote after the failover");
+    if refused {
+        let mut seen = vec![];
+        for node in sentinel.data_nodes() {
+            let c = node_client(node.port).await;
+            let fence: Option<String> = c.get("redisson_fence:{ledger:balance}").await.unwrap();
+            let value: Option<String> = c.get("ledger:balance").await.unwrap();
+            let role: String = c
+                .info(Some(fred::types::InfoKind::Replication))
+                .await
+                .unwrap();
+            let role = role
+                .lines()
+                .find(|l| l.starts_with("role:"))
+                .unwrap_or("")
+                .to_string();
+            seen.push(format!(
+                "{}: {role} fence {fence:?} value {value:?}",
+                node.port
+            ));
+        }
+        panic!(
+            "a stale holder (token {}) wrote after the failover (newer token {newer_token}): {seen:#?}",
+            stale.token()
+        );
+    }
     let next = within("a lock on the new primary", async {
         loop {
             match lock.lock().await {

@@ -189,8 +189,10 @@ async fn acquire_locked(
                         telemetry::at_risk(hold, "acquire_unconfirmed");
                     }
                 }
+                let level = synced.level();
+                telemetry::acquired_at(lock.kind, level);
                 Ok(Attempt::Acquired(
-                    Held::new(lock.engine.clone(), hold.clone(), watchdog, synced.level()),
+                    Held::new(lock.engine.clone(), hold.clone(), watchdog, level),
                     token,
                 ))
             }

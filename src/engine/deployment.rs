@@ -94,7 +94,7 @@ impl Deployment {
                     hosts: hosts.iter().map(|h| (h.host.to_string(), h.port)).collect(),
                     service: service_name.clone(),
                     timeout,
-                    client: tokio::sync::Mutex::new(None),
+                    clients: tokio::sync::Mutex::new(vec![None; hosts.len()]),
                     view: Mutex::new(None),
                     failover: Arc::new(Mutex::new(None)),
                     listeners: Mutex::new(vec![]),
@@ -116,7 +116,11 @@ impl Deployment {
                 // has one primary, so one connection per client).
                 let node = redis.active_connections().into_iter().next();
                 let is_primary = node
+                    .as_ref()
                     .is_some_and(|n| n.port == view.master.1 && same_host(&n.host, &view.master.0));
+                if !is_primary {
+                    tracing::debug!(?node, master = ?view.master, age = ?view.read_at.elapsed(), "sentinel view: not the primary");
+                }
                 Ok(PrimaryView {
                     is_primary,
                     settled: view.settled && !sentinels.failover_announced(),
@@ -150,8 +154,10 @@ impl Deployment {
 
     pub(crate) async fn quit(&self) {
         if let Deployment::Sentinel(s) = self {
-            if let Some(client) = s.client.lock().await.take() {
-                let _ = client.quit().await;
+            for client in s.clients.lock().await.iter_mut() {
+                if let Some(client) = client.take() {
+                    let _ = client.quit().await;
+                }
             }
             for listener in s.listeners.lock().drain(..) {
                 listener.abort();
@@ -226,6 +232,9 @@ struct SentinelView {
     replicas: i64,
     /// The primary is not flagged down or in a failover.
     settled: bool,
+    /// The configuration epoch of the answer: sentinels that disagree (one
+    /// has not heard of a failover yet) are settled by the newest.
+    epoch: u64,
     read_at: Instant,
 }
 
@@ -237,7 +246,8 @@ pub(crate) struct Sentinels {
     hosts: Vec<(String, u16)>,
     service: String,
     timeout: Duration,
-    client: tokio::sync::Mutex<Option<Client>>,
+    /// A command connection to each sentinel, made on first use.
+    clients: tokio::sync::Mutex<Vec<Option<Client>>>,
     view: Mutex<Option<SentinelView>>,
     /// Since when a sentinel has announced a failover of the service that
     /// no sentinel has announced the end of.
@@ -316,62 +326,80 @@ impl Sentinels {
         }
     }
 
+    /// What the sentinels say, from every one that answers: the answer
+    /// with the newest configuration epoch wins, since a sentinel that has
+    /// not yet heard of a failover still names the old primary.
     async fn view(&self) -> Result<SentinelView> {
         if let Some(view) = self.view.lock().clone() {
             if view.read_at.elapsed() < SENTINEL_VIEW_TTL {
                 return Ok(view);
             }
         }
-        let mut client = self.client.lock().await;
+        let mut clients = self.clients.lock().await;
+        let asked = futures::future::join_all(
+            clients
+                .iter_mut()
+                .zip(&self.hosts)
+                .map(|(client, (host, port))| self.ask_one(client, host, *port)),
+        )
+        .await;
+        let mut newest: Option<SentinelView> = None;
         let mut last_error = None;
-        // The sentinel used last, then the others.
-        for _ in 0..self.hosts.len().max(1) {
-            if client.is_none() {
-                match self.connect().await {
-                    Ok(c) => *client = Some(c),
-                    Err(e) => {
-                        last_error = Some(e);
-                        continue;
-                    }
+        for answer in asked {
+            match answer {
+                Ok(view) if newest.as_ref().is_none_or(|n| view.epoch > n.epoch) => {
+                    newest = Some(view)
                 }
-            }
-            let asked = self.ask(client.as_ref().expect("connected")).await;
-            match asked {
-                Ok(view) => {
-                    *self.view.lock() = Some(view.clone());
-                    return Ok(view);
-                }
-                Err(e) => {
-                    if let Some(c) = client.take() {
-                        let _ = c.quit().await;
-                    }
-                    last_error = Some(e);
-                }
+                Ok(_) => {}
+                Err(e) => last_error = Some(e),
             }
         }
-        Err(last_error.unwrap_or_else(|| Error::redis("no sentinel configured")))
+        match newest {
+            Some(view) => {
+                *self.view.lock() = Some(view.clone());
+                Ok(view)
+            }
+            None => Err(last_error.unwrap_or_else(|| Error::redis("no sentinel configured"))),
+        }
     }
 
-    /// Connects to the first sentinel that answers.
-    async fn connect(&self) -> Result<Client> {
-        let mut last = None;
-        for (host, port) in &self.hosts {
-            let client = Builder::from_config(self.config_for(host, *port))
-                .with_connection_config(|c| {
-                    c.connection_timeout = self.timeout;
-                    c.internal_command_timeout = self.timeout;
-                })
-                .with_performance_config(|p| p.default_command_timeout = self.timeout)
-                .build()
-                .map_err(|e| Error::Config(e.details().to_string()))?;
-            match tokio::time::timeout(self.timeout, client.init()).await {
-                Ok(Ok(_)) => return Ok(client),
-                Ok(Err(e)) => last = Some(Error::from_redis(&e, self.timeout)),
-                Err(_) => last = Some(Error::Timeout(self.timeout)),
-            }
-            let _ = client.quit().await;
+    /// Asks one sentinel, connecting first if needed; a failed connection
+    /// is dropped, to be made again next time.
+    async fn ask_one(
+        &self,
+        client: &mut Option<Client>,
+        host: &str,
+        port: u16,
+    ) -> Result<SentinelView> {
+        if client.is_none() {
+            *client = Some(self.connect(host, port).await?);
         }
-        Err(last.unwrap_or_else(|| Error::redis("no sentinel configured")))
+        let asked = self.ask(client.as_ref().expect("connected")).await;
+        if asked.is_err() {
+            if let Some(c) = client.take() {
+                let _ = c.quit().await;
+            }
+        }
+        asked
+    }
+
+    /// Connects to one sentinel.
+    async fn connect(&self, host: &str, port: u16) -> Result<Client> {
+        let client = Builder::from_config(self.config_for(host, port))
+            .with_connection_config(|c| {
+                c.connection_timeout = self.timeout;
+                c.internal_command_timeout = self.timeout;
+            })
+            .with_performance_config(|p| p.default_command_timeout = self.timeout)
+            .build()
+            .map_err(|e| Error::Config(e.details().to_string()))?;
+        let connected = match tokio::time::timeout(self.timeout, client.init()).await {
+            Ok(Ok(_)) => return Ok(client),
+            Ok(Err(e)) => Error::from_redis(&e, self.timeout),
+            Err(_) => Error::Timeout(self.timeout),
+        };
+        let _ = client.quit().await;
+        Err(connected)
     }
 
     async fn ask(&self, client: &Client) -> Result<SentinelView> {
@@ -406,6 +434,10 @@ impl Sentinels {
             master: (host, port),
             replicas: healthy_replicas(&replicas),
             settled,
+            epoch: fields
+                .get("config-epoch")
+                .and_then(|e| e.parse().ok())
+                .unwrap_or(0),
             read_at: Instant::now(),
         })
     }

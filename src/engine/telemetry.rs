@@ -6,7 +6,7 @@
 //!
 //! | span | fields |
 //! |---|---|
-//! | `acquire` | `lock`, `owner`, `kind`; recorded at the end: `attempts`, `waited_ms`, `outcome` (`acquired`, `timed_out`, `error`) |
+//! | `acquire` | `lock`, `owner`, `kind`; recorded at the end: `attempts`, `waited_ms`, `outcome` (`acquired`, `timed_out`, `error`); when acquired, `safety` (`2/2`: replicas that confirmed / replicas known; `not_checked`) |
 //! | `release` | `lock`, `owner`, `kind`; `outcome` (`released`, `still_held`, `lost`, `not_held`, `error`) |
 //! | `renewal` | one watchdog cycle; `locks`, `scripts`, `renewed`, `lost`, `failures` |
 //!
@@ -26,6 +26,7 @@
 //! | `redisson_lock_held` | gauge | locks this client holds (owner and lock pairs) |
 //! | `redisson_lock_renewals_total` | counter | renewals Redis confirmed |
 //! | `redisson_lock_renewal_failures_total` | counter | renewal scripts that failed or were not confirmed by replicas |
+//! | `redisson_lock_acquired_total` | counter | acquisitions, also labelled `safety`: `all_replicas`, `some_replicas`, `no_replica_acked` (check off), `no_replicas` (the primary had none), `not_checked` |
 //! | `redisson_lock_lost_total` | counter | holds found lost, also labelled `reason` |
 //! | `redisson_lock_at_risk_total` | counter | holds put at risk, also labelled `reason` |
 //! | `redisson_lock_wakeups_total` | counter | waiters woken by a message (rather than by a TTL, re-check or deadline) |
@@ -37,6 +38,7 @@ use tracing::Span;
 
 use crate::engine::hold::Hold;
 use crate::engine::kind::LockKind;
+use crate::engine::replica_sync::SafetyLevel;
 use crate::OwnerId;
 
 /// An acquire being traced: its span, and what is recorded when it ends.
@@ -59,6 +61,7 @@ impl AcquireTrace {
             attempts = Empty,
             waited_ms = Empty,
             outcome = Empty,
+            safety = Empty,
         );
         AcquireTrace {
             span,
@@ -158,6 +161,25 @@ pub(crate) fn lost(hold: &Hold, reason: &'static str) {
     metrics::lost(hold.kind.name(), reason);
 }
 
+/// An acquisition was confirmed to `level`; recorded on the current span
+/// (the acquire's).
+pub(crate) fn acquired_at(kind: &'static dyn LockKind, level: SafetyLevel) {
+    let (field, label) = match level {
+        SafetyLevel::Replicas { acked, known } => (
+            format!("{acked}/{known}"),
+            match (acked, known) {
+                (_, 0) => "no_replicas",
+                (0, _) => "no_replica_acked",
+                (a, k) if a >= k => "all_replicas",
+                _ => "some_replicas",
+            },
+        ),
+        SafetyLevel::NotChecked => ("not_checked".to_string(), "not_checked"),
+    };
+    Span::current().record("safety", field.as_str());
+    metrics::acquired_at(kind.name(), label);
+}
+
 /// A hold was put at risk (it was not before).
 pub(crate) fn at_risk(hold: &Hold, reason: &'static str) {
     tracing::warn!(
@@ -208,6 +230,10 @@ mod metrics {
         counter!("redisson_lock_lost_total", "kind" => kind, "reason" => reason).increment(1);
     }
 
+    pub(super) fn acquired_at(kind: &'static str, safety: &'static str) {
+        counter!("redisson_lock_acquired_total", "kind" => kind, "safety" => safety).increment(1);
+    }
+
     pub(super) fn at_risk(kind: &'static str, reason: &'static str) {
         counter!("redisson_lock_at_risk_total", "kind" => kind, "reason" => reason).increment(1);
     }
@@ -234,6 +260,7 @@ mod metrics {
     pub(super) fn renewed(_: u64, _: u64) {}
     pub(super) fn lost(_: &'static str, _: &'static str) {}
     pub(super) fn at_risk(_: &'static str, _: &'static str) {}
+    pub(super) fn acquired_at(_: &'static str, _: &'static str) {}
     pub(super) fn held(_: &'static str, _: bool) {}
     pub(super) fn woken() {}
 }

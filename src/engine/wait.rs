@@ -258,6 +258,14 @@ impl Attempts for LockAttempts<'_> {
         .await;
         self.trace
             .attempted(matches!(attempt, Ok(Attempt::Held(_))));
+        if let Err(Error::NoPrimary(reason)) = &attempt {
+            // A failover the sentinels do not agree on yet: nothing was
+            // sent, so the waiter waits it out within its patience.
+            tracing::debug!(%reason, "no primary yet; trying again");
+            let pause = self.backoff;
+            self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+            return Ok(Step::Again(Some(pause)));
+        }
         let ttl = match attempt? {
             Attempt::Acquired(held, token) => return Ok(Step::Done((held, token))),
             Attempt::Held(ttl) => ttl,

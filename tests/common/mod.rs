@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod java;
+pub mod partition;
 pub mod topology;
 
 use std::net::TcpListener as StdListener;

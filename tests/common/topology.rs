@@ -533,6 +533,10 @@ pub struct Sentinel {
     pub primary: RedisServer,
     pub replicas: Vec<RedisServer>,
     pub sentinels: Vec<RedisServer>,
+    /// With `start_proxied`: a proxy in front of each data node (primary
+    /// first), through which everyone reaches it, that can cut its
+    /// replication links.
+    pub proxies: Vec<super::partition::ReplicationProxy>,
     _dir: Scratch,
 }
 
@@ -575,10 +579,85 @@ impl Sentinel {
             primary,
             replicas,
             sentinels,
+            proxies: vec![],
             _dir: dir,
         };
         deployment.await_healthy().await;
         deployment
+    }
+
+    /// As `start`, with every data node behind a `ReplicationProxy`: the
+    /// sentinels, the replicas and the clients all know a node by its
+    /// proxy's port (replicas announce theirs), so `partition` can cut a
+    /// node's replication links while everything else still reaches it.
+    pub async fn start_proxied() -> Self {
+        use super::partition::ReplicationProxy;
+        let dir = Scratch::new("sentinel");
+        // Each node's port is chosen first, so that its proxy exists (and
+        // its announced port is on its command line, which a restart keeps)
+        // before it starts.
+        let ports: Vec<u16> = (0..3).map(|_| super::free_port()).collect();
+        let mut proxies = vec![];
+        for port in &ports {
+            proxies.push(ReplicationProxy::start(*port).await);
+        }
+        let primary_proxy = proxies[0].port.to_string();
+        let mut nodes = vec![];
+        for (i, (port, proxy)) in ports.iter().zip(&proxies).enumerate() {
+            let announce = proxy.port.to_string();
+            let mut flags = vec![
+                "--replica-announce-ip",
+                "127.0.0.1",
+                "--replica-announce-port",
+                announce.as_str(),
+            ];
+            if i > 0 {
+                flags.extend(["--replicaof", "127.0.0.1", primary_proxy.as_str()]);
+            }
+            nodes.push(RedisServer::start_on(*port, None, &flags).await);
+        }
+        let primary = nodes.remove(0);
+        let replicas = nodes;
+        let mut sentinels = Vec::new();
+        for i in 0..3 {
+            let file = dir.0.join(format!("sentinel-{i}.conf"));
+            std::fs::write(
+                &file,
+                format!(
+                    "sentinel monitor {SERVICE} 127.0.0.1 {} 2\n\
+                     sentinel down-after-milliseconds {SERVICE} 1000\n\
+                     sentinel failover-timeout {SERVICE} 5000\n\
+                     sentinel parallel-syncs {SERVICE} 2\n",
+                    proxies[0].port
+                ),
+            )
+            .unwrap();
+            sentinels.push(RedisServer::start_on_free_port(Some(file), &["--sentinel"]).await);
+        }
+        let deployment = Sentinel {
+            primary,
+            replicas,
+            sentinels,
+            proxies,
+            _dir: dir,
+        };
+        deployment.await_healthy().await;
+        deployment
+    }
+
+    /// The proxy of the node known by `port` (`start_proxied` only).
+    pub fn proxy(&self, port: u16) -> &super::partition::ReplicationProxy {
+        let real = self.node(port).port;
+        let index = self.data_nodes().position(|n| n.port == real).unwrap();
+        &self.proxies[index]
+    }
+
+    /// The real port of the node known by `port` (its own, or its proxy's).
+    fn real_port(&self, port: u16) -> u16 {
+        match self.proxies.iter().position(|p| p.port == port) {
+            Some(i) => self.data_nodes().nth(i).unwrap().port,
+            None => port,
+        }
     }
 
     /// Waits until the primary has both replicas online and every sentinel
@@ -659,11 +738,14 @@ impl Sentinel {
         std::iter::once(&self.primary).chain(self.replicas.iter())
     }
 
+    /// The node known by `port`: its own, or its proxy's.
     pub fn node(&self, port: u16) -> &RedisServer {
+        let port = self.real_port(port);
         self.data_nodes().find(|n| n.port == port).unwrap()
     }
 
     pub fn node_mut(&mut self, port: u16) -> &mut RedisServer {
+        let port = self.real_port(port);
         std::iter::once(&mut self.primary)
             .chain(self.replicas.iter_mut())
             .find(|n| n.port == port)

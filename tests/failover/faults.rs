@@ -24,14 +24,20 @@ pub enum Fault {
     /// SIGSTOP of one replica for 2.5 s (past failure detection): `WAIT`
     /// cannot be satisfied by it.
     ReplicaPause,
+    /// The primary's replication links cut for 2.5 s (clients and
+    /// sentinels still reach it), then the primary killed while cut: the
+    /// replica promoted has nothing written during the partition (Sentinel
+    /// only).
+    Partition,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 4] = [
+    pub const ALL: [Fault; 5] = [
         Fault::Graceful,
         Fault::Kill,
         Fault::Pause,
         Fault::ReplicaPause,
+        Fault::Partition,
     ];
 
     /// Whether the fault moves the primary.
@@ -46,12 +52,23 @@ pub enum Deployment {
 }
 
 impl Deployment {
+    /// Sentinel, every data node behind a proxy that can cut its
+    /// replication links.
     pub async fn sentinel() -> Self {
-        Deployment::Sentinel(Box::new(Sentinel::start().await))
+        Deployment::Sentinel(Box::new(Sentinel::start_proxied().await))
     }
 
     pub async fn cluster() -> Self {
         Deployment::Cluster(Cluster::start().await)
+    }
+
+    /// The faults this deployment is put through: the cluster's nodes are
+    /// not behind proxies, so no partition there.
+    pub fn faults(&self) -> &'static [Fault] {
+        match self {
+            Deployment::Sentinel(_) => &Fault::ALL,
+            Deployment::Cluster(_) => &Fault::ALL[..4],
+        }
     }
 
     pub fn name(&self) -> &'static str {
@@ -201,6 +218,21 @@ impl Deployment {
                 self.node(primary).freeze();
                 self.await_new_primary(primary).await;
                 self.node(primary).thaw();
+            }
+            Fault::Partition => {
+                let Deployment::Sentinel(s) = &*self else {
+                    unreachable!("partitions are injected on Sentinel only")
+                };
+                s.proxy(primary).partition();
+                // How long the partition lasts before the primary dies.
+                tokio::time::sleep(Duration::from_millis(2500)).await;
+                self.node_mut(primary).kill().await;
+                self.await_new_primary(primary).await;
+                self.node_mut(primary).restart().await;
+                let Deployment::Sentinel(s) = &*self else {
+                    unreachable!()
+                };
+                s.proxy(primary).heal();
             }
             Fault::ReplicaPause => {
                 let replica = self.replica_of(primary).await;

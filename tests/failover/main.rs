@@ -312,7 +312,8 @@ async fn locks_stay_exclusive_or_signalled_through_failovers() {
         (Deployment::sentinel().await, true),
         (Deployment::cluster().await, false),
     ] {
-        cells.extend(run(&mut deployment, Quorum::Any, &Fault::ALL, 1, jvm).await);
+        let faults = deployment.faults();
+        cells.extend(run(&mut deployment, Quorum::Any, faults, 1, jvm).await);
     }
     print(&cells);
     for c in &cells {
@@ -344,7 +345,8 @@ async fn full_safety_run() {
             } else {
                 Deployment::cluster().await
             };
-            cells.extend(run(&mut deployment, quorum, &Fault::ALL, episodes, true).await);
+            let faults = deployment.faults();
+            cells.extend(run(&mut deployment, quorum, faults, episodes, true).await);
             print(&cells);
         }
     }

@@ -166,6 +166,8 @@ async fn one_lock_wait_unlock_and_loss_cycle_is_traced_and_counted() {
     assert_eq!(acquires.len(), 2, "{acquires:?}");
     for a in &acquires {
         assert_eq!(a.get("outcome"), "acquired", "{a:?}");
+        // A single server: nothing to confirm.
+        assert_eq!(a.get("safety"), "not_checked", "{a:?}");
         assert_eq!(a.get("kind"), "lock", "{a:?}");
         assert!(a.get("owner").parse::<u64>().is_ok(), "{a:?}");
     }
@@ -238,6 +240,15 @@ async fn one_lock_wait_unlock_and_loss_cycle_is_traced_and_counted() {
 
     // Metrics.
     let snapshot: Snapshot = snapshotter.snapshot().into_vec();
+    let acquired = metric(
+        &snapshot,
+        MetricKind::Counter,
+        "redisson_lock_acquired_total",
+    );
+    assert!(
+        matches!(&acquired[..], [(labels, DebugValue::Counter(3))] if labels.contains(&"safety=not_checked".to_string())),
+        "{acquired:?}"
+    );
     let at_risk = metric(
         &snapshot,
         MetricKind::Counter,

@@ -7,7 +7,6 @@ use fred::types::{ClusterHash, CustomCommand};
 
 use crate::common::java::JavaPeer;
 use crate::common::topology::{node_client, until, Cluster, Sentinel};
-use crate::common::within;
 use crate::workload::TAG;
 
 /// The faults, each injected into the primary that holds the workload's
@@ -242,8 +241,54 @@ impl Deployment {
                 self.node(replica).thaw();
             }
         }
-        within("the deployment heals", self.await_healthy()).await;
+        if tokio::time::timeout(Duration::from_secs(30), self.await_healthy())
+            .await
+            .is_err()
+        {
+            panic!(
+                "{fault:?}: the deployment did not heal within 30 s\n{}",
+                self.describe().await
+            );
+        }
         fault.fails_over()
+    }
+
+    /// What every node and sentinel says, for a failure message.
+    async fn describe(&self) -> String {
+        let mut out = String::new();
+        let nodes: Vec<u16> = match self {
+            Deployment::Sentinel(s) => {
+                for sentinel in &s.sentinels {
+                    let c = node_client(sentinel.port).await;
+                    let ask = |args: Vec<&'static str>| {
+                        c.custom::<Value, _>(
+                            CustomCommand::new_static("SENTINEL", ClusterHash::Random, false),
+                            args,
+                        )
+                    };
+                    let master = ask(vec!["GET-MASTER-ADDR-BY-NAME", "mymaster"]).await;
+                    let replicas = ask(vec!["REPLICAS", "mymaster"]).await;
+                    out += &format!(
+                        "sentinel {}: master {master:?}\n  replicas {replicas:?}\n",
+                        sentinel.port
+                    );
+                    let _ = c.quit().await;
+                }
+                for proxy in &s.proxies {
+                    out += &format!("proxy {}\n", proxy.port);
+                }
+                s.data_nodes().map(|n| n.port).collect()
+            }
+            Deployment::Cluster(c) => c.nodes.iter().map(|n| n.port).collect(),
+        };
+        for port in nodes {
+            let c = node_client(port).await;
+            let info: Result<String, _> = c.info(Some(fred::types::InfoKind::Replication)).await;
+            let info = info.map(|i| i.replace("\r\n", " | "));
+            out += &format!("node {port}: {info:?}\n");
+            let _ = c.quit().await;
+        }
+        out
     }
 }
 

@@ -95,6 +95,7 @@ const REPLICATED_EXTRA: &[&str] = &[
     "+wait",
     "+cluster|slots",
     "+cluster|info",
+    "+cluster|nodes",
     "+role",
     "+spublish",
     "+ssubscribe",
@@ -217,12 +218,14 @@ async fn the_cluster_acl_is_enough_and_each_addition_is_needed() {
     }
 }
 
-/// The same user on the sentinels, allowed only to ask for the primary.
+/// The same user on the sentinels: asking for the primary (fred), for the
+/// primary and its replicas as each sentinel sees them, and listening to
+/// their failover announcements (channels `+...` and `-...`).
 const SENTINEL_USER: &str =
-    "user locker on >locker-pw -@all +auth +hello +ping +sentinel|get-master-addr-by-name +sentinel|sentinels";
+    "user locker on >locker-pw -@all +auth +hello +ping +sentinel|get-master-addr-by-name +sentinel|sentinels +sentinel|master +sentinel|replicas +subscribe &+* &-*";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_sentinel_acl_is_enough_and_role_is_needed() {
+async fn the_sentinel_acl_is_enough_and_each_addition_is_needed() {
     use common::topology::Sentinel;
 
     let without_role: Vec<&str> = REPLICATED_EXTRA
@@ -243,6 +246,23 @@ async fn the_sentinel_acl_is_enough_and_role_is_needed() {
         };
         let outcome = scenario(&sentinel.url(), false, subscribers).await;
         assert_eq!(outcome.is_ok(), works, "{extra:?}: {outcome:?}");
+    }
+    // The sentinels' view of the primary and its replicas is needed too.
+    let flags = user_flags(REPLICATED_EXTRA);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    for permission in [" +sentinel|master", " +sentinel|replicas"] {
+        let sentinel =
+            Sentinel::start_with(&flags, &SENTINEL_USER.replacen(permission, "", 1)).await;
+        let primary = sentinel.primary.port;
+        let subscribers = || -> common::BoxFuture<i64> {
+            Box::pin(async move {
+                common::topology::subscribers_on(primary, "redisson_lock__channel:{app:job}", false)
+                    .await
+            })
+        };
+        let outcome = scenario(&sentinel.url(), false, subscribers).await;
+        assert!(outcome.is_err(), "the scenario passed without{permission}");
+        eprintln!("without{permission}: {}", outcome.unwrap_err());
     }
 }
 

@@ -79,8 +79,7 @@ async fn java_and_rust_wake_each_other_on_a_cluster() {
             .await
             .unwrap();
         until("Rust left the channel", || async {
-            subscribers(owner, &channel, true).await == 0
-                && classic_subscribers(&cluster, &channel).await == 0
+            cluster.subscribers(&channel).await == 0
         })
         .await;
         let before = scripts_run(owner).await;

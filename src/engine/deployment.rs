@@ -112,14 +112,13 @@ impl Deployment {
             Deployment::Cluster => cluster_view(redis, slot).await,
             Deployment::Sentinel(sentinels) => {
                 let view = sentinels.view().await?;
-                // The node this connection reaches (a sentinel deployment
-                // has one primary, so one connection per client).
-                let node = redis.active_connections().into_iter().next();
-                let is_primary = node
-                    .as_ref()
-                    .is_some_and(|n| n.port == view.master.1 && same_host(&n.host, &view.master.0));
+                // The node is known by its run id (`INFO server`): its
+                // address as this client reaches it may be a proxy's, or
+                // unknown to fred without `CLIENT ID`.
+                let run_id = node_run_id(redis, slot).await?;
+                let is_primary = view.master_run_id.is_empty() || run_id == view.master_run_id;
                 if !is_primary {
-                    tracing::debug!(?node, master = ?view.master, age = ?view.read_at.elapsed(), "sentinel view: not the primary");
+                    tracing::debug!(%run_id, master = ?view.master, master_run_id = %view.master_run_id, "the sentinels name another node the primary");
                 }
                 Ok(PrimaryView {
                     is_primary,
@@ -166,12 +165,21 @@ impl Deployment {
     }
 }
 
-fn same_host(a: &str, b: &str) -> bool {
-    a == b || (is_loopback(a) && is_loopback(b))
-}
-
-fn is_loopback(host: &str) -> bool {
-    matches!(host, "localhost" | "127.0.0.1" | "::1")
+/// The run id of the node `redis` reaches for `slot` (`INFO server`).
+async fn node_run_id(redis: &Client, slot: u16) -> Result<String> {
+    let info: String = redis
+        .custom(
+            CustomCommand::new_static("INFO", ClusterHash::Custom(slot), false),
+            vec!["server"],
+        )
+        .await
+        .map_err(|e| Error::from_redis(&e, Duration::ZERO))?;
+    Ok(info
+        .lines()
+        .find_map(|l| l.strip_prefix("run_id:"))
+        .unwrap_or_default()
+        .trim()
+        .to_string())
 }
 
 /// `CLUSTER NODES` on the slot's owner: the line flagged `myself` says
@@ -226,8 +234,10 @@ fn parse_cluster_nodes(nodes: &str) -> PrimaryView {
 /// What the sentinel asked last said.
 #[derive(Debug, Clone)]
 struct SentinelView {
-    /// The primary's (host, port).
+    /// The primary's (host, port), as the sentinels reach it.
     master: (String, u16),
+    /// The primary's run id (empty if the sentinel does not know it yet).
+    master_run_id: String,
     /// Its replicas not flagged down.
     replicas: i64,
     /// The primary is not flagged down or in a failover.
@@ -300,7 +310,9 @@ impl Sentinels {
                 // Unreachable now: fred keeps trying, and the managed
                 // subscriptions follow once it connects.
                 let _ = subscriber.init().await;
-                let _ = subscriber.subscribe(FAILOVER_EVENTS.to_vec()).await;
+                if let Err(e) = subscriber.subscribe(FAILOVER_EVENTS.to_vec()).await {
+                    tracing::warn!(error = %e, "cannot follow a sentinel's failover announcements; during a failover lock writes are judged by the polled view only");
+                }
                 loop {
                     match messages.recv().await {
                         Ok(message) => {
@@ -432,6 +444,7 @@ impl Sentinels {
             .any(|f| matches!(f, "failover_in_progress" | "s_down" | "o_down"));
         Ok(SentinelView {
             master: (host, port),
+            master_run_id: fields.get("runid").cloned().unwrap_or_default(),
             replicas: healthy_replicas(&replicas),
             settled,
             epoch: fields

@@ -214,6 +214,7 @@ async fn acquire_traced(
         polling: polls.then(|| lock.backoff().start()),
         backoff: FIRST_BACKOFF,
         tried: false,
+        no_primary_since: None,
         trace,
     };
     match waiter.wait(&mut attempts).await {
@@ -241,6 +242,8 @@ struct LockAttempts<'a> {
     backoff: Duration,
     /// Whether the first attempt (before joining the channel) was made.
     tried: bool,
+    /// Since when attempts have found no primary to write to.
+    no_primary_since: Option<Instant>,
     trace: &'a mut AcquireTrace,
 }
 
@@ -260,11 +263,18 @@ impl Attempts for LockAttempts<'_> {
             .attempted(matches!(attempt, Ok(Attempt::Held(_))));
         if let Err(Error::NoPrimary(reason)) = &attempt {
             // A failover the sentinels do not agree on yet: nothing was
-            // sent, so the waiter waits it out within its patience.
-            tracing::debug!(%reason, "no primary yet; trying again");
-            let pause = self.backoff;
-            self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
-            return Ok(Step::Again(Some(pause)));
+            // sent, so the waiter waits it out within its patience, and
+            // for no longer than an unlock would retry (a primary that
+            // never appears is an error, not a hang).
+            let since = *self.no_primary_since.get_or_insert_with(Instant::now);
+            if since.elapsed() < self.lock.engine.settle_budget() {
+                tracing::debug!(%reason, "no primary yet; trying again");
+                let pause = self.backoff;
+                self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+                return Ok(Step::Again(Some(pause)));
+            }
+        } else {
+            self.no_primary_since = None;
         }
         let ttl = match attempt? {
             Attempt::Acquired(held, token) => return Ok(Step::Done((held, token))),

@@ -110,7 +110,7 @@ how = {
 def cell(id, scenario):
     for r in results:
         if r[0] == id and r[2] == scenario:
-            return {"passed": "tested", "failed": "FAILED", "whole suite": "tested (whole suite)"}[r[3]]
+            return {"passed": "tested", "failed": "FAILED", "whole suite": "tested, whole suite"}[r[3]]
     return "not in the matrix"
 print("| server | version | obtained from | single server + JVM + CLI | cluster | Sentinel |")
 print("|---|---|---|---|---|---|")
@@ -121,7 +121,8 @@ for id, version, _ in servers:
         single = "FAILED (CLI)"
     cluster = cell(id, "cluster")
     if cluster.startswith("tested"):
-        cluster += " (classic pub/sub)" if id == "redis-6" else " (sharded pub/sub)"
+        cluster += (" (classic pub/sub; the 4 tests that inspect Redis 7 features skipped)"
+                    if id == "redis-6" else " (sharded pub/sub)")
     print(f"| {name} | {version} | {how.get(id, '?')} | {single} | {cluster} | {cell(id, 'sentinel')} |")
 PY
 cat "$out/compat.md"

@@ -31,15 +31,15 @@ def errors(c):
 
 
 rows = [
-    "| deployment | fault | quorum | failovers | sections (JVM) | silent | silent after a JVM holder "
-    "| signalled: lost / at risk / new holder | token regressions (after a JVM token) | recovery p50 / max (ms) |",
+    "| deployment | fault | quorum | failovers | sections (JVM) | silent (of which at risk) | silent after a JVM holder "
+    "| signalled: lost first / new holder told | token regressions (after a JVM token) | recovery p50 / max (ms) |",
     "|---|---|---|---|---|---|---|---|---|---|",
 ]
 for c in cells:
     rows.append(
         f"| {c['deployment']} | {c['fault']} | {QUORUM[c['quorum']]} | {c['failovers']} of {c['episodes']} "
-        f"| {c['sections']} ({c['jvm_sections']}) | **{c['silent']}** | {c['silent_after_jvm']} "
-        f"| {c['signalled_lost']} / {c['signalled_at_risk']} / {c['signalled_new_holder']} "
+        f"| {c['sections']} ({c['jvm_sections']}) | **{c['silent']}** ({c['silent_but_at_risk']}) | {c['silent_after_jvm']} "
+        f"| {c['signalled_lost']} / {c['signalled_new_holder']} "
         f"| **{c['token_regressions']}** ({c['token_regressions_after_jvm']}) | {recovery(c)} |"
     )
 table = "\n".join(rows) + "\n"
@@ -79,7 +79,7 @@ for ax, dep in zip(axes[0], deployments):
             silent.append(c["silent"] if c else 0)
             jvm.append(c["silent_after_jvm"] if c else 0)
             signalled.append(
-                (c["signalled_lost"] + c["signalled_at_risk"] + c["signalled_new_holder"]) if c else 0
+                (c["signalled_lost"] + c["signalled_new_holder"]) if c else 0
             )
         xs = [i + k * width for i in range(len(faults))]
         ax.bar(xs, silent, width, label=f"{QUORUM[q]}: silent", color=f"C{k}")

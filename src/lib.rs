@@ -107,8 +107,9 @@ struct ReadmeDoctests;
 pub use client::RedissonClient;
 #[cfg(feature = "redisson-config")]
 pub use config::RedissonFile;
+pub use config::MAX_LEASE;
 pub use config::{BackOff, Config, Delays, ReplicaQuorum, ShardedSubscriptionMode};
-pub use engine::lease::{LostSignal, MAX_LEASE};
+pub use engine::lease::LostSignal;
 pub use engine::replica_sync::SafetyLevel;
 pub use engine::watchdog::WatchdogStats;
 pub use error::{Error, Result};

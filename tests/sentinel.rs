@@ -143,8 +143,19 @@ async fn a_lock_the_new_primary_never_got_is_reported_lost() {
     // The next renewal on the new primary finds it gone: the holder is told.
     within("lost signal", guard.lost()).await;
     assert!(guard.is_lost());
-    // Someone else can take it now, and the old guard cannot release theirs.
-    let theirs = other.lock("reports").unwrap().lock().await.unwrap();
+    // Someone else can take it now (once the sentinels agree the failover is
+    // over: until then no write is confirmed), and the old guard cannot
+    // release theirs.
+    let theirs = within("a confirmed acquire after the failover", async {
+        loop {
+            match other.lock("reports").unwrap().lock().await {
+                Ok(guard) => return guard,
+                Err(e) if e.is_transient() => tokio::time::sleep(Duration::from_millis(50)).await,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    })
+    .await;
     assert!(matches!(
         guard.unlock().await,
         Err(redisson_lock::Error::LockLost { .. })
@@ -324,6 +335,27 @@ async fn fencing_survives_a_failover() {
     assert!(lock.force_unlock().await.unwrap());
     let newer = lock.lock().await.unwrap();
     assert!(newer.token() > stale.token());
+    // With no replica answering, the fence is written on the primary only:
+    // that is reported, not claimed (a failover now would bring back the
+    // old fence, and the stale holder could write).
+    for replica in &sentinel.replicas {
+        replica.freeze();
+    }
+    let unconfirmed = newer.set_if_newest("ledger:balance", "90").await;
+    for replica in &sentinel.replicas {
+        replica.thaw();
+    }
+    assert!(
+        matches!(
+            unconfirmed,
+            Err(redisson_lock::Error::ReplicasNotSynced {
+                operation: "set_if_newest",
+                ..
+            })
+        ),
+        "{unconfirmed:?}"
+    );
+    // Sent again once the replicas answer (the same token may write again).
     assert!(newer.set_if_newest("ledger:balance", "90").await.unwrap());
     let newer_token = newer.token();
     newer.unlock().await.unwrap();
@@ -338,18 +370,18 @@ async fn fencing_survives_a_failover() {
 
     // The fence and the token counter came through: the stale holder is
     // refused, and the next holder's token is above every earlier one.
-    let refused = within("the stale write", async {
+    let written = within("the stale write", async {
         loop {
             match stale.set_if_newest("ledger:balance", "110").await {
                 Ok(written) => return written,
                 // Until the client has moved to the new primary.
-                Err(e) if e.is_transient() => {}
+                Err(e) if e.is_transient() => tokio::time::sleep(Duration::from_millis(50)).await,
                 Err(e) => panic!("{e}"),
             }
         }
     })
     .await;
-    if refused {
+    if written {
         let mut seen = vec![];
         for node in sentinel.data_nodes() {
             let c = node_client(node.port).await;
@@ -378,7 +410,7 @@ async fn fencing_survives_a_failover() {
         loop {
             match lock.lock().await {
                 Ok(guard) => return guard,
-                Err(e) if e.is_transient() => {}
+                Err(e) if e.is_transient() => tokio::time::sleep(Duration::from_millis(50)).await,
                 Err(e) => panic!("{e}"),
             }
         }

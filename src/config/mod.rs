@@ -15,8 +15,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::lease::MAX_LEASE;
 use crate::error::{Error, Result};
+
+/// Longest lease (and watchdog timeout) accepted: 100 years. Config holds
+/// it, the engine checks leases against it.
+pub const MAX_LEASE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// Which pub/sub commands carry unlock messages. Must match the JVM fleet:
 /// Redisson's `shardedSubscriptionMode` (3.29+).

@@ -2,6 +2,7 @@
 //! scripts sent at most once), the probes Redisson makes at connect (sharded
 //! pub/sub, a cluster behind a proxy), and the background tasks.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,8 +30,11 @@ impl Engine {
     pub(crate) async fn start(config: Config) -> Result<Arc<Engine>> {
         config.validate()?;
         let fred_config = config.to_fred_config()?;
-        let topology_changed = Arc::new(tokio::sync::Notify::new());
-        let deployment = Deployment::of(&fred_config, config.timeout, topology_changed.clone());
+        // Bumped at every sign of a topology change (a writer reconnected,
+        // the cluster map changed, a sentinel announced a failover step):
+        // cached views of the primaries are read again.
+        let generation = Arc::new(AtomicU64::new(0));
+        let deployment = Deployment::of(&fred_config, config.timeout, generation.clone());
         let cluster = matches!(fred_config.server, ServerConfig::Clustered { .. });
         let centralized = matches!(fred_config.server, ServerConfig::Centralized { .. });
         // Redisson waits for replicas on every deployment but a single server.
@@ -101,7 +105,7 @@ impl Engine {
                         return Err(e);
                     }
                 });
-        let replica_sync = ReplicaSync::new(&config, deployment, replicated);
+        let replica_sync = ReplicaSync::new(&config, deployment, replicated, generation.clone());
         if let Err(e) = replica_sync.probe(&redis).await {
             quit_all().await;
             replica_sync.quit().await;
@@ -129,11 +133,14 @@ impl Engine {
             stats: watch::Sender::new(WatchdogStats::default()),
             lifecycle: lifecycle.clone(),
         });
+        let topology_changed = Arc::new(tokio::sync::Notify::new());
+        engine.replica_sync.listen(topology_changed.clone());
         let writer_clients: Vec<Client> =
             engine.writers().map(|lane| lane.client().clone()).collect();
         watchdog::watch_topology(
             &writer_clients,
             topology_changed.clone(),
+            generation,
             lifecycle.stopped(),
         );
         tokio::spawn(watchdog::run(

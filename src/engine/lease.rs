@@ -24,8 +24,7 @@ use tokio::time::Instant;
 use crate::engine::hold::Hold;
 use crate::error::{Error, Result};
 
-/// Longest lease (and watchdog timeout) accepted: 100 years.
-pub const MAX_LEASE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+pub use crate::config::MAX_LEASE;
 
 /// Validates a lease and converts it to whole milliseconds, the unit Redis and
 /// Redisson use.

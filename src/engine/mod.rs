@@ -17,7 +17,7 @@
 //! | `hub` | one subscription per channel per client, waking waiters per the kind's policy |
 //! | `watchdog` | one timer renewing every held lock, in batches per renewal and slot |
 //! | `hold`, `lease` | what this client holds, lease deadlines, the lost signal |
-//! | `script`, `replica_sync`, `deployment` | sending a script once, waiting for replicas, and what the deployment says the primary has |
+//! | `script`, `replica_sync`, `deployment`, `sentinels` | sending a script once, waiting for replicas, and what the deployment (and on Sentinel, every sentinel) says the primary has |
 //! | `unlock_latch` | batched deletion of settled unlock latches |
 //! | `telemetry` | tracing spans and `metrics` figures, named in one place |
 //! | `lifecycle`, `reentry`, `connection` | shutdown, scoped re-entry, building the connections |
@@ -39,6 +39,7 @@ pub(crate) mod release;
 pub(crate) mod replica_sync;
 pub(crate) mod request;
 pub(crate) mod script;
+pub(crate) mod sentinels;
 pub(crate) mod settle;
 pub(crate) mod telemetry;
 pub(crate) mod unlock_latch;

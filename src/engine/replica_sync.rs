@@ -28,7 +28,8 @@
 //! Redisson.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fred::clients::Client;
@@ -116,7 +117,10 @@ pub(crate) struct ReplicaSync {
     timeout: Duration,
     /// What each primary reached through a connection looks like, and when
     /// it was read.
-    nodes: Mutex<HashMap<String, (NodeState, Instant)>>,
+    nodes: Mutex<HashMap<String, (NodeState, Instant, u64)>>,
+    /// Bumped at every sign of a topology change; a cached state read
+    /// before is read again.
+    generation: Arc<AtomicU64>,
     deployment: Deployment,
     /// One search for a new primary at a time: a reconnection started by one
     /// write must not cut the pipelines of others that found the same thing.
@@ -135,7 +139,12 @@ struct NodeState {
 }
 
 impl ReplicaSync {
-    pub(crate) fn new(config: &Config, deployment: Deployment, replicated: bool) -> Self {
+    pub(crate) fn new(
+        config: &Config,
+        deployment: Deployment,
+        replicated: bool,
+        generation: Arc<AtomicU64>,
+    ) -> Self {
         ReplicaSync {
             enabled: AtomicBool::new(replicated),
             check: config.check_lock_synced_slaves,
@@ -143,6 +152,7 @@ impl ReplicaSync {
             wait: config.slaves_sync_timeout,
             timeout: config.timeout,
             nodes: Mutex::new(HashMap::new()),
+            generation,
             deployment,
             refreshing: tokio::sync::Mutex::new(()),
         }
@@ -347,8 +357,9 @@ impl ReplicaSync {
     /// ones the deployment knows. A connection that still reaches a demoted
     /// or deposed primary is moved to the current one first.
     async fn node_state(&self, redis: &Client, node: &str, slot: u16) -> Result<NodeState> {
-        if let Some((state, read_at)) = self.nodes.lock().get(node) {
-            if read_at.elapsed() < REPLICA_COUNT_TTL {
+        let generation = self.generation.load(Ordering::Relaxed);
+        if let Some((state, read_at, seen)) = self.nodes.lock().get(node) {
+            if read_at.elapsed() < REPLICA_COUNT_TTL && *seen == generation {
                 return Ok(*state);
             }
         }
@@ -404,7 +415,7 @@ impl ReplicaSync {
             };
             self.nodes
                 .lock()
-                .insert(node.to_string(), (state, Instant::now()));
+                .insert(node.to_string(), (state, Instant::now(), generation));
             return Ok(state);
         }
     }
@@ -436,6 +447,12 @@ impl ReplicaSync {
             found.map_err(|e| Error::from_redis(&e, self.timeout))?;
         }
         Ok(())
+    }
+
+    /// Once connected: follows the sentinels' failover announcements (on
+    /// Sentinel).
+    pub(crate) fn listen(&self, topology_changed: Arc<tokio::sync::Notify>) {
+        self.deployment.listen(topology_changed);
     }
 
     pub(crate) async fn quit(&self) {

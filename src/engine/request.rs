@@ -120,6 +120,11 @@ impl Request {
                 Err(e) if e.outcome_unknown() && may_retry => {
                     tracing::info!(name = %target.name, operation = target.operation, error = %e, attempt, "reply lost; replaying through the latch");
                 }
+                // Nothing was sent (a failover the sentinels do not agree
+                // on yet): sending it later is safe.
+                Err(Error::NoPrimary(reason)) if may_retry => {
+                    tracing::info!(name = %target.name, operation = target.operation, %reason, attempt, "no primary yet; sending again");
+                }
                 Err(e) => return Err(e),
             }
             attempt += 1;

@@ -15,7 +15,9 @@
 //! lease ran out before a renewal was confirmed, noticed at release). A lock
 //! put at risk is a WARN event `lock at risk` with the same fields and
 //! `reason` (`renewal_failed`, `renewal_unconfirmed`: the replicas did not
-//! confirm it; `acquire_unconfirmed`: an acquisition resolved by reading).
+//! confirm it; `renewal_delayed`: another operation of the hold kept the
+//! renewal from going out before the deadline nears; `acquire_unconfirmed`:
+//! an acquisition resolved by reading).
 //!
 //! Metrics (feature `metrics`), labelled by `kind` (`lock`, `fair_lock`, ...):
 //!

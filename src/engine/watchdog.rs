@@ -69,19 +69,24 @@ pub(crate) async fn run(
     }
 }
 
-/// Wakes `topology_changed` whenever one of `writers` reconnects (a sentinel
-/// failover moves it to the new primary) or the cluster map changes, until
-/// shutdown.
+/// Wakes `topology_changed` and bumps `generation` whenever one of
+/// `writers` reconnects (a sentinel failover moves it to the new primary)
+/// or the cluster map changes, until shutdown.
 pub(crate) fn watch_topology(
     writers: &[Client],
     topology_changed: Arc<tokio::sync::Notify>,
+    generation: Arc<std::sync::atomic::AtomicU64>,
     shutdown: watch::Receiver<bool>,
 ) {
     use tokio::sync::broadcast::error::RecvError;
     for writer in writers {
         let mut reconnects = writer.reconnect_rx();
         let mut changes = writer.cluster_change_rx();
-        let (nudge, mut shutdown) = (topology_changed.clone(), shutdown.clone());
+        let (nudge, generation, mut shutdown) = (
+            topology_changed.clone(),
+            generation.clone(),
+            shutdown.clone(),
+        );
         tokio::spawn(async move {
             loop {
                 let event = tokio::select! {
@@ -90,7 +95,10 @@ pub(crate) fn watch_topology(
                     _ = shutdown.wait_for(|stop| *stop) => return,
                 };
                 match event {
-                    Ok(()) | Err(RecvError::Lagged(_)) => nudge.notify_one(),
+                    Ok(()) | Err(RecvError::Lagged(_)) => {
+                        generation.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        nudge.notify_one();
+                    }
                     Err(RecvError::Closed) => return,
                 }
             }
@@ -181,6 +189,7 @@ struct CycleStats {
 async fn renew_batch(engine: &Engine, holds: &[Arc<Hold>]) -> CycleStats {
     let mut cycle = CycleStats::default();
     let mut slots = Vec::with_capacity(holds.len());
+    let period = engine.config.lock_watchdog_timeout / 3;
     let holds: Vec<Arc<Hold>> = holds
         .iter()
         .filter(|hold| match hold.ops.try_acquire() {
@@ -189,7 +198,16 @@ async fn renew_batch(engine: &Engine, holds: &[Arc<Hold>]) -> CycleStats {
                 slots.push(slot);
                 true
             }
-            _ => false,
+            Ok(_) => false,
+            Err(_) => {
+                // Busy with an operation that may itself be retrying (a
+                // re-entry or partial unlock short of replicas): if the
+                // deadline comes before the next cycle, say so now.
+                if hold.lease.deadline() <= Instant::now() + period && hold.lease.mark_at_risk() {
+                    telemetry::at_risk(hold, "renewal_delayed");
+                }
+                false
+            }
         })
         .cloned()
         .collect();

@@ -4,9 +4,10 @@
 //! leaves a separate redis-server that no fault touches, which finds every
 //! overlap and every fencing token that went backwards.
 //!
-//! An overlap is *signalled* when the earlier holder had heard (at risk or
-//! lost) before the later one entered, or the later holder's guard was at
-//! risk as it entered; otherwise it is *silent*: nobody could have known.
+//! An overlap is *signalled* when the earlier holder's lost signal had fired
+//! before the later one entered, or the later holder's guard was at risk as
+//! it entered; otherwise it is *silent* (counted apart when the earlier
+//! holder had only been told its lock was at risk).
 //!
 //! `cargo test --test failover` runs the bounded form CI runs: each fault
 //! once, on both deployments, with the default replica quorum, and asserts
@@ -56,14 +57,16 @@ struct Cell {
     sections: usize,
     /// JVM sections among them.
     jvm_sections: usize,
-    /// Silent overlaps whose earlier holder was a Rust guard.
+    /// Silent overlaps whose earlier holder was a Rust guard: its lost
+    /// signal had not fired and the later holder was not told.
     silent: usize,
+    /// Of those, the earlier holder had heard its lock was at risk.
+    silent_but_at_risk: usize,
     /// Silent overlaps whose earlier holder was the JVM client (Redisson
     /// tells its holders nothing).
     silent_after_jvm: usize,
     /// The earlier holder had heard its lock was lost / only at risk.
     signalled_lost: usize,
-    signalled_at_risk: usize,
     /// The later holder's guard was at risk as it entered.
     signalled_new_holder: usize,
     /// Sections whose fencing token was not above every token handed out
@@ -145,13 +148,14 @@ async fn run(
 
 /// Lets the workload run `n` more sections: the deployment serves locks again.
 async fn settle(workload: &Workload, n: usize) {
-    let start = workload.sections();
-    common::within("the workload makes progress", async {
-        while workload.sections() < start + n {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+    let mut progress = workload.progress();
+    let start = *progress.borrow_and_update();
+    common::within(
+        "the workload makes progress",
+        progress.wait_for(|done| *done >= start + n),
+    )
+    .await
+    .unwrap();
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -178,9 +182,9 @@ fn cell(
         sections: window.len(),
         jvm_sections: window.iter().filter(|s| s.holder.starts_with('j')).count(),
         silent: 0,
+        silent_but_at_risk: 0,
         silent_after_jvm: 0,
         signalled_lost: 0,
-        signalled_at_risk: 0,
         signalled_new_holder: 0,
         token_regressions: window
             .iter()
@@ -209,8 +213,6 @@ fn cell(
             let heard = |t: Option<i64>| t.is_some_and(|t| t <= later.enter_us);
             if heard(earlier.lost_us) {
                 cell.signalled_lost += 1;
-            } else if heard(earlier.at_risk_us) {
-                cell.signalled_at_risk += 1;
             } else if later.at_risk_at_entry {
                 cell.signalled_new_holder += 1;
             } else {
@@ -218,6 +220,7 @@ fn cell(
                     cell.silent_after_jvm += 1;
                 } else {
                     cell.silent += 1;
+                    cell.silent_but_at_risk += usize::from(heard(earlier.at_risk_us));
                 }
                 let episode = episodes
                     .iter()
@@ -271,7 +274,7 @@ fn recovery_ms(episode: &Episode, probes: &[(i64, bool)]) -> f64 {
 fn print(cells: &[Cell]) {
     println!(
         "{:<9} {:<5} {:<13} {:>3} {:>3} {:>8} {:>5} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>14}",
-        "deploy", "quor", "fault", "ep", "fo", "sections", "jvm", "silent", "s-jvm", "s-lost", "s-risk", "s-new", "tokens", "t-jvm", "recovery ms"
+        "deploy", "quor", "fault", "ep", "fo", "sections", "jvm", "silent", "s-jvm", "s-risk", "s-lost", "s-new", "tokens", "t-jvm", "recovery ms"
     );
     for c in cells {
         let rec: Vec<String> = c.recovery_ms.iter().map(|r| format!("{r:.0}")).collect();
@@ -286,8 +289,8 @@ fn print(cells: &[Cell]) {
             c.jvm_sections,
             c.silent,
             c.silent_after_jvm,
+            c.silent_but_at_risk,
             c.signalled_lost,
-            c.signalled_at_risk,
             c.signalled_new_holder,
             c.token_regressions,
             c.token_regressions_after_jvm,

@@ -66,6 +66,8 @@ pub struct Section {
 #[derive(Default)]
 pub struct Log {
     pub sections: Mutex<Vec<Section>>,
+    /// How many Rust sections have completed so far.
+    pub progress: watch::Sender<usize>,
     /// Errors by where and kind.
     pub errors: Mutex<BTreeMap<String, u64>>,
     /// Probe attempts: (µs, acquired).
@@ -185,9 +187,9 @@ impl Workload {
         }
     }
 
-    /// Sections completed so far.
-    pub fn sections(&self) -> usize {
-        self.log.sections.lock().len()
+    /// A receiver of the number of sections completed so far.
+    pub fn progress(&self) -> watch::Receiver<usize> {
+        self.log.progress.subscribe()
     }
 
     pub async fn stop(self) -> Arc<Log> {
@@ -296,6 +298,7 @@ async fn contend(
             lost_us,
             safety: safety_name(guard.safety()),
         });
+        log.progress.send_modify(|n| *n += 1);
         if let Err(e) = guard.unlock().await {
             log.error("unlock", &e);
         }
@@ -316,10 +319,19 @@ async fn probe(client: RedissonClient, log: Arc<Log>, stop: watch::Receiver<bool
         let at = now_us();
         let acquired = match lock.try_lock_for(Duration::from_millis(200)).await {
             Ok(Some(guard)) => {
-                let _ = guard.unlock().await;
+                if let Err(e) = guard.unlock().await {
+                    log.error("probe unlock", &e);
+                }
                 true
             }
-            _ => false,
+            Ok(None) => {
+                *log.errors.lock().entry("probe: held".into()).or_default() += 1;
+                false
+            }
+            Err(e) => {
+                log.error("probe", &e);
+                false
+            }
         };
         log.probes.lock().push((at, acquired));
         tokio::time::sleep(Duration::from_millis(50)).await;

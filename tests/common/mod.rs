@@ -187,6 +187,15 @@ impl RedisServer {
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true);
+        // A test process killed from outside (a timeout, Ctrl-C) takes its
+        // servers with it instead of leaving them running.
+        // SAFETY: prctl is async-signal-safe and touches no memory.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
         let mut child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {binary} (install redis-server): {e}"));

@@ -77,6 +77,25 @@ struct Link {
     backoff: Duration,
 }
 
+/// A subscription to one sentinel: the client, fred's connection task, and
+/// the task that reads the announcements.
+struct Listener {
+    subscriber: SubscriberClient,
+    connection: fred::types::ConnectHandle,
+    follower: tokio::task::JoinHandle<()>,
+}
+
+impl Listener {
+    /// Stops it: a polite `QUIT` for a connected sentinel, and the tasks
+    /// stopped in any case (a sentinel still being connected to would never
+    /// answer it).
+    async fn stop(self) {
+        self.follower.abort();
+        let _ = tokio::time::timeout(Duration::from_millis(200), self.subscriber.quit()).await;
+        self.connection.abort();
+    }
+}
+
 /// The sentinels of one client.
 pub(crate) struct Sentinels {
     /// The client's fred settings (credentials, TLS), pointed at one sentinel at a time.
@@ -91,7 +110,7 @@ pub(crate) struct Sentinels {
     announced: Arc<Mutex<Vec<Option<Instant>>>>,
     /// Bumped at every announcement: cached node states are read again.
     generation: Arc<AtomicU64>,
-    listeners: Mutex<Vec<(SubscriberClient, tokio::task::JoinHandle<()>)>>,
+    listeners: Mutex<Vec<Listener>>,
 }
 
 impl Sentinels {
@@ -155,15 +174,26 @@ impl Sentinels {
             else {
                 continue;
             };
-            let task = tokio::spawn(follow(
+            // Subscribed to before connecting, so the first connection's
+            // event is not missed.
+            let connections = subscriber.reconnect_rx();
+            let messages = subscriber.message_rx();
+            let connection = subscriber.connect();
+            let follower = tokio::spawn(follow(
                 subscriber.clone(),
+                connections,
+                messages,
                 index,
                 self.service.clone(),
                 self.announced.clone(),
                 self.generation.clone(),
                 topology_changed.clone(),
             ));
-            listeners.push((subscriber, task));
+            listeners.push(Listener {
+                subscriber,
+                connection,
+                follower,
+            });
         }
     }
 
@@ -327,9 +357,8 @@ impl Sentinels {
     /// Closes every connection to the sentinels and stops listening.
     pub(crate) async fn quit(&self) {
         let listeners: Vec<_> = self.listeners.lock().drain(..).collect();
-        for (subscriber, task) in listeners {
-            task.abort();
-            let _ = subscriber.quit().await;
+        for listener in listeners {
+            listener.stop().await;
         }
         for link in self.links.lock().await.iter_mut() {
             if let Some(client) = link.client.take() {
@@ -355,9 +384,8 @@ impl Drop for Sentinels {
         }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                for (subscriber, task) in listeners {
-                    task.abort();
-                    let _ = subscriber.quit().await;
+                for listener in listeners {
+                    listener.stop().await;
                 }
                 for client in clients {
                     let _ = client.quit().await;
@@ -370,8 +398,11 @@ impl Drop for Sentinels {
 /// Follows one sentinel's failover announcements: subscribes on every
 /// (re)connection, and records the start and end of each failover of
 /// `service` in `announced[index]`.
+#[allow(clippy::too_many_arguments)]
 async fn follow(
     subscriber: SubscriberClient,
+    mut connections: tokio::sync::broadcast::Receiver<fred::types::config::Server>,
+    mut messages: tokio::sync::broadcast::Receiver<fred::types::Message>,
     index: usize,
     service: String,
     announced: Arc<Mutex<Vec<Option<Instant>>>>,
@@ -379,9 +410,6 @@ async fn follow(
     topology_changed: Arc<tokio::sync::Notify>,
 ) {
     use tokio::sync::broadcast::error::RecvError;
-    let mut connections = subscriber.reconnect_rx();
-    let mut messages = subscriber.message_rx();
-    let _connection = subscriber.connect();
     let mut warned = false;
     loop {
         tokio::select! {

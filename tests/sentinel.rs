@@ -424,3 +424,61 @@ async fn fencing_survives_a_failover() {
     drop(stale);
     client.shutdown().await;
 }
+
+/// A client keeps a connection to every sentinel and a subscription to its
+/// failover announcements; shutting it down, even at once, closes them all
+/// (the CLI's short runs once hung here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_closes_every_sentinel_connection() {
+    let sentinel = Sentinel::start().await;
+    // (connections, subscribed connections) on a sentinel, not counting
+    // the one that asks.
+    let clients_on = |port: u16| async move {
+        let c = node_client(port).await;
+        let list: String = c
+            .custom(
+                fred::types::CustomCommand::new_static(
+                    "CLIENT",
+                    fred::types::ClusterHash::Random,
+                    false,
+                ),
+                vec!["LIST"],
+            )
+            .await
+            .unwrap();
+        let _ = c.quit().await;
+        let subscribed = list
+            .lines()
+            .filter(|l| l.split(' ').any(|f| f.starts_with("sub=") && f != "sub=0"))
+            .count();
+        (list.lines().count() - 1, subscribed)
+    };
+    let mut before = vec![];
+    for s in &sentinel.sentinels {
+        before.push(clients_on(s.port).await);
+    }
+    for wait_for_subscriptions in [false, true] {
+        let client = connect(&sentinel, true, Duration::from_secs(2)).await;
+        if wait_for_subscriptions {
+            let guard = client.lock("noop").unwrap().lock().await.unwrap();
+            guard.unlock().await.unwrap();
+            common::topology::until("subscribed on every sentinel", || async {
+                let mut all = true;
+                for s in &sentinel.sentinels {
+                    all &= clients_on(s.port).await.1 == 1;
+                }
+                all
+            })
+            .await;
+        }
+        within("shutdown", client.shutdown()).await;
+        common::topology::until("every sentinel connection closed", || async {
+            let mut now = vec![];
+            for s in &sentinel.sentinels {
+                now.push(clients_on(s.port).await);
+            }
+            now == before
+        })
+        .await;
+    }
+}

@@ -162,3 +162,130 @@ async fn an_acquire_abandoned_in_the_queue_is_given_back() {
     .unwrap();
     guard.unlock().await.unwrap();
 }
+
+/// Scripts whose work grows with data already on Redis go out one call per
+/// EVALSHA, even when so many calls await replies that cheap scripts batch:
+/// a batch of them would hold Redis (and every other client) for the sum.
+/// Shown, with every reply held back so that calls pile up, for RLock
+/// acquires (cheap: batched), fair-lock tries (a grant walks every waiter's
+/// deadline), fair waiters giving up (each walks the queue) and read unlocks
+/// (each walks every reader).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_that_walk_data_are_never_batched() {
+    let (server, proxy, client) = proxied(|_| {}).await;
+    let raw = server.raw().await;
+    let other = common::client(&server, Duration::from_secs(30)).await;
+    let lease = Duration::from_secs(60); // no renewal runs during a count
+    let names = names();
+
+    // Cheap: RLock acquires batch. A first round caches the batch script.
+    for guard in try_all(&client, &names).await {
+        guard.unwrap().unwrap().unlock().await.unwrap();
+    }
+    let before = command_calls(&raw, "evalsha").await;
+    let round = stalled_round(&proxy, &client, &raw, &names, TASKS).await;
+    let sent = command_calls(&raw, "evalsha").await - before;
+    assert!(sent < TASKS as u64, "{sent} EVALSHAs for {TASKS} RLock acquires");
+    proxy.resume_replies();
+    for guard in within("the RLock round", round).await.unwrap() {
+        guard.unwrap().unwrap().unlock().await.unwrap();
+    }
+
+    // Fair tries, on as many fair locks.
+    let fair_names: Vec<String> = (0..TASKS).map(|i| format!("walking:{i}")).collect();
+    let warm = client.fair_lock("walking:warm").unwrap(); // caches the script
+    warm.try_lock().await.unwrap().unwrap().unlock().await.unwrap();
+    let before = command_calls(&raw, "evalsha").await;
+    proxy.stall_replies();
+    let tries: Vec<_> = fair_names
+        .iter()
+        .map(|name| {
+            let lock = client.fair_lock(name).unwrap();
+            tokio::spawn(async move { lock.acquire().no_wait().lease(lease).await })
+        })
+        .collect();
+    // Were they batched, their batch form (never cached) would come back
+    // NOSCRIPT, held back: this wait would hang, or the count be short.
+    within("every fair try ran", async {
+        while existing(&raw, &fair_names).await < TASKS {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    let sent = command_calls(&raw, "evalsha").await - before;
+    assert_eq!(sent, TASKS as u64, "fair tries went out batched");
+    proxy.resume_replies();
+    for task in tries {
+        let guard = within("a fair try", task).await.unwrap().unwrap().unwrap();
+        guard.unlock().await.unwrap();
+    }
+
+    // Fair waiters giving up at once, all in one queue.
+    let queue = "walking:queue";
+    let held = other.fair_lock(queue).unwrap().lock_with_lease(lease).await.unwrap();
+    let waiting = client.fair_lock(queue).unwrap();
+    // Every script below runs once first: a NOSCRIPT reply, held back, would
+    // stall its call.
+    let gave_up = waiting.try_lock_for(Duration::from_millis(1)).await.unwrap();
+    assert!(gave_up.is_none());
+    let before = command_calls(&raw, "evalsha").await;
+    let waiters: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let lock = waiting.clone();
+            tokio::spawn(async move { lock.lock().await })
+        })
+        .collect();
+    // Each waiter tries once, subscribes, tries again, then sleeps for the
+    // holder's TTL: once all of that ran, nothing of theirs is in flight.
+    within("every waiter queued and asleep", async {
+        while command_calls(&raw, "evalsha").await < before + 2 * TASKS as u64 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert_eq!(waiting.queue().await.unwrap().len(), TASKS);
+    let before = command_calls(&raw, "evalsha").await;
+    proxy.stall_replies();
+    for waiter in &waiters {
+        waiter.abort();
+    }
+    within("every waiter left the queue", async {
+        while raw.llen::<usize, _>(redisson_lock::naming::fair_queue_name(queue)).await.unwrap() > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    let sent = command_calls(&raw, "evalsha").await - before;
+    assert_eq!(sent, TASKS as u64, "give-ups went out batched");
+    proxy.resume_replies();
+    for waiter in waiters {
+        assert!(within("an aborted waiter", waiter).await.unwrap_err().is_cancelled());
+    }
+    held.unlock().await.unwrap();
+
+    // Read unlocks, all on one read-write lock.
+    let rw = client.read_write_lock("walking:rw").unwrap();
+    rw.read().lock().await.unwrap().unlock().await.unwrap();
+    let mut readers = vec![];
+    for _ in 0..TASKS {
+        readers.push(rw.read().lock_with_lease(lease).await.unwrap());
+    }
+    let before = command_calls(&raw, "evalsha").await;
+    proxy.stall_replies();
+    let unlocks: Vec<_> = readers
+        .into_iter()
+        .map(|guard| tokio::spawn(async move { guard.unlock().await }))
+        .collect();
+    within("every read hold released", async {
+        while raw.exists::<usize, _>("walking:rw").await.unwrap() > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    let sent = command_calls(&raw, "evalsha").await - before;
+    assert_eq!(sent, TASKS as u64, "read unlocks went out batched");
+    proxy.resume_replies();
+    for unlock in unlocks {
+        within("a read unlock", unlock).await.unwrap().unwrap();
+    }
+}

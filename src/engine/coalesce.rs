@@ -11,6 +11,15 @@
 //! caller its own reply. Below that, every script goes out on its own,
 //! unchanged: a lone caller, or a few, pay nothing.
 //!
+//! A batch must not hold Redis for long: every other client, Java included,
+//! waits while it runs. Only scripts whose work per call is bounded by what
+//! the call sends are batched, so a batch costs at most what its calls would
+//! cost sent one after the other, bounded by their size. A script that walks
+//! data already on Redis (a fair lock's queue, a read lock's holds, ended
+//! leases: `Script::walking`) costs what that data costs, whoever sent it,
+//! and always goes out on its own: 256 fair-lock give-ups on a queue of 5000
+//! blocked Redis for 1.5 s in one batch.
+//!
 //! What each call does on Redis is exactly what it would do alone, and it is
 //! still sent at most once: the batch has one attempt, and a lost batch
 //! reply is a lost reply for each of its calls, resolved by each as usual.
@@ -151,8 +160,13 @@ impl Lane {
     }
 
     /// Sends `call` on its own while few calls of this lane await a reply,
-    /// otherwise queues it for the batch of this scheduler tick.
+    /// or when its script walks data (never batched), otherwise queues it for
+    /// the batch of this scheduler tick.
     pub(crate) fn route(self: &Arc<Self>, call: ScriptCall, slot: u16) -> Route {
+        if !call.script.batches() {
+            self.in_flight.fetch_add(1, Ordering::AcqRel);
+            return Route::Alone(call, Alone(self.clone()));
+        }
         let mut queue = self.queue.lock();
         let in_flight = self.in_flight.fetch_add(1, Ordering::AcqRel);
         if queue.is_empty() && in_flight < ALONE_BELOW {

@@ -109,10 +109,12 @@ struct FairKind;
 static FAIR: FairKind = FairKind;
 
 /// The fair scripts share a prelude (Lua scripts cannot include each other).
+/// Each walks the queue (the prelude drops the ended waiters at its head; a
+/// grant shortens every waiter's deadline), so none is ever batched.
 macro_rules! fair_script {
     ($file:literal) => {
         LazyLock::new(|| {
-            Script::new(concat!(
+            Script::walking(concat!(
                 include_str!("../../lua/fair/prelude.lua"),
                 include_str!(concat!("../../lua/fair/", $file))
             ))
@@ -124,8 +126,9 @@ static TRY_ACQUIRE: LazyLock<Script> = fair_script!("try_acquire.lua");
 static ACQUIRE: LazyLock<Script> = fair_script!("acquire.lua");
 static UNLOCK: LazyLock<Script> = fair_script!("unlock.lua");
 static FORCE_UNLOCK: LazyLock<Script> = fair_script!("force_unlock.lua");
+/// Walks the whole queue: never batched.
 static GIVE_UP: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/fair/give_up.lua")));
+    LazyLock::new(|| Script::walking(include_str!("../../lua/fair/give_up.lua")));
 
 /// The client's wall clock in ms, as Redisson passes `now` to the fair scripts.
 fn now_ms() -> i64 {

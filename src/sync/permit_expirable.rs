@@ -35,15 +35,15 @@ use crate::sync::semaphore::{flag, TRY_SET_PERMITS};
 static TRY_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/permit_expirable/try_acquire.lua")));
 static RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/permit_expirable/release.lua")));
+    LazyLock::new(|| Script::walking(include_str!("../../lua/permit_expirable/release.lua")));
 static COUNTS: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/permit_expirable/counts.lua")));
+    LazyLock::new(|| Script::walking(include_str!("../../lua/permit_expirable/counts.lua")));
 static SET_PERMITS: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/permit_expirable/set_permits.lua")));
 static ADD_PERMITS: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/permit_expirable/add_permits.lua")));
 static UPDATE_LEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/permit_expirable/update_lease.lua")));
+    LazyLock::new(|| Script::walking(include_str!("../../lua/permit_expirable/update_lease.lua")));
 
 /// The score Redisson gives a lease that never ends.
 const NEVER: i64 = 922_337_203_685_477;

@@ -12,8 +12,8 @@ use crate::engine::Engine;
 use crate::error::Result;
 use crate::naming;
 use crate::{
-    RCountDownLatch, RFairLock, RFencedLock, RLock, RMultiLock, RPermitExpirableSemaphore,
-    RReadWriteLock, RSemaphore, RSpinLock,
+    RCountDownLatch, RFairLock, RFencedLock, RLock, RMultiLock, RNonReentrantFairLock,
+    RNonReentrantLock, RPermitExpirableSemaphore, RReadWriteLock, RSemaphore, RSpinLock,
 };
 
 /// A connection to Redis that hands out locks, like Redisson's `RedissonClient`.
@@ -145,6 +145,30 @@ impl RedissonClient {
     ///
     /// As [`RedissonClient::lock`].
     pub fn fair_lock(&self, name: &str) -> Result<RFairLock> {
+        self.checked(name)?;
+        Ok(crate::lock::handle::Lock::new(self.engine.clone(), name))
+    }
+
+    /// A handle on the non-reentrant lock `name` (Redisson 4.4's
+    /// `getNonReentrantLock`): an RLock of that name whose holder cannot take
+    /// it again. Nothing is sent to Redis; the name is checked.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedissonClient::lock`].
+    pub fn non_reentrant_lock(&self, name: &str) -> Result<RNonReentrantLock> {
+        self.checked(name)?;
+        Ok(crate::lock::handle::Lock::new(self.engine.clone(), name))
+    }
+
+    /// A handle on the non-reentrant fair lock `name` (Redisson 4.4's
+    /// `getNonReentrantFairLock`): a fair lock of that name whose holder
+    /// cannot take it again. Nothing is sent to Redis; the name is checked.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedissonClient::lock`].
+    pub fn non_reentrant_fair_lock(&self, name: &str) -> Result<RNonReentrantFairLock> {
         self.checked(name)?;
         Ok(crate::lock::handle::Lock::new(self.engine.clone(), name))
     }

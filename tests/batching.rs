@@ -185,7 +185,10 @@ async fn scripts_that_walk_data_are_never_batched() {
     let before = command_calls(&raw, "evalsha").await;
     let round = stalled_round(&proxy, &client, &raw, &names, TASKS).await;
     let sent = command_calls(&raw, "evalsha").await - before;
-    assert!(sent < TASKS as u64, "{sent} EVALSHAs for {TASKS} RLock acquires");
+    assert!(
+        sent < TASKS as u64,
+        "{sent} EVALSHAs for {TASKS} RLock acquires"
+    );
     proxy.resume_replies();
     for guard in within("the RLock round", round).await.unwrap() {
         guard.unwrap().unwrap().unlock().await.unwrap();
@@ -194,7 +197,13 @@ async fn scripts_that_walk_data_are_never_batched() {
     // Fair tries, on as many fair locks.
     let fair_names: Vec<String> = (0..TASKS).map(|i| format!("walking:{i}")).collect();
     let warm = client.fair_lock("walking:warm").unwrap(); // caches the script
-    warm.try_lock().await.unwrap().unwrap().unlock().await.unwrap();
+    warm.try_lock()
+        .await
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
     let before = command_calls(&raw, "evalsha").await;
     proxy.stall_replies();
     let tries: Vec<_> = fair_names
@@ -222,11 +231,19 @@ async fn scripts_that_walk_data_are_never_batched() {
 
     // Fair waiters giving up at once, all in one queue.
     let queue = "walking:queue";
-    let held = other.fair_lock(queue).unwrap().lock_with_lease(lease).await.unwrap();
+    let held = other
+        .fair_lock(queue)
+        .unwrap()
+        .lock_with_lease(lease)
+        .await
+        .unwrap();
     let waiting = client.fair_lock(queue).unwrap();
     // Every script below runs once first: a NOSCRIPT reply, held back, would
     // stall its call.
-    let gave_up = waiting.try_lock_for(Duration::from_millis(1)).await.unwrap();
+    let gave_up = waiting
+        .try_lock_for(Duration::from_millis(1))
+        .await
+        .unwrap();
     assert!(gave_up.is_none());
     let before = command_calls(&raw, "evalsha").await;
     let waiters: Vec<_> = (0..TASKS)
@@ -250,7 +267,12 @@ async fn scripts_that_walk_data_are_never_batched() {
         waiter.abort();
     }
     within("every waiter left the queue", async {
-        while raw.llen::<usize, _>(redisson_lock::naming::fair_queue_name(queue)).await.unwrap() > 0 {
+        while raw
+            .llen::<usize, _>(redisson_lock::naming::fair_queue_name(queue))
+            .await
+            .unwrap()
+            > 0
+        {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     })
@@ -259,7 +281,10 @@ async fn scripts_that_walk_data_are_never_batched() {
     assert_eq!(sent, TASKS as u64, "give-ups went out batched");
     proxy.resume_replies();
     for waiter in waiters {
-        assert!(within("an aborted waiter", waiter).await.unwrap_err().is_cancelled());
+        assert!(within("an aborted waiter", waiter)
+            .await
+            .unwrap_err()
+            .is_cancelled());
     }
     held.unlock().await.unwrap();
 

@@ -147,7 +147,7 @@ async fn acquire_locked(
             }
             Err(e) => {
                 engine.holds.retire_if_done(hold);
-                return Err(lock.wrong_type(e));
+                return Err(lock.acquire_error(e, hold.owner));
             }
         };
         if let (Grant::Acquired { .. }, Synced::Short { .. }) = (grant, synced) {

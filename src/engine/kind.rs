@@ -103,6 +103,16 @@ pub(crate) trait LockKind: Send + Sync + 'static {
         Some(field)
     }
 
+    /// The error reply the acquire script gives an owner that already holds
+    /// the lock, for kinds that refuse re-entry (Redisson 4.4's
+    /// non-reentrant locks); `None` for kinds that re-enter. Such an
+    /// acquisition fails at once with [`crate::Error::AlreadyHeld`]; it is
+    /// refused before anything is sent when this client knows the owner
+    /// holds it.
+    fn reentry_refusal(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Checked before an acquisition by an owner that already holds other
     /// kinds of this lock (a reader asking for the write lock), for a
     /// request that could never succeed.

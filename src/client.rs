@@ -12,7 +12,7 @@ use crate::engine::Engine;
 use crate::error::Result;
 use crate::naming;
 use crate::{
-    RCountDownLatch, RFairLock, RFencedLock, RLock, RMultiLock, RNonReentrantFairLock,
+    RCountDownLatch, RFairLock, RFencedLock, RGroupLock, RLock, RMultiLock, RNonReentrantFairLock,
     RNonReentrantLock, RPermitExpirableSemaphore, RReadWriteLock, RSemaphore, RSpinLock,
 };
 
@@ -206,6 +206,37 @@ impl RedissonClient {
     pub fn multi_lock(&self, names: &[&str]) -> Result<RMultiLock> {
         let members = names.iter().map(|n| self.lock(n)).collect::<Result<_>>()?;
         RMultiLock::new(members)
+    }
+
+    /// A group multi lock over `values` of `group` (Redisson's
+    /// `getMultiLock(String group, Collection<Object> values)`): every value
+    /// held together or not at all, in the one hash `group`. Each value is
+    /// given as the bytes the Java side's codec writes for it: a `String`'s
+    /// UTF-8 under `StringCodec`, [`crate::naming::kryo5_string`] under
+    /// Redisson's default `Kryo5Codec` (see [`RGroupLock`]). Duplicates count
+    /// once. Nothing is sent to Redis; the group name is checked.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedissonClient::lock`], for the group's name;
+    /// [`crate::Error::InvalidArgument`] without values.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::RedissonClient) -> redisson_lock::Result<()> {
+    /// // A JVM service with `StringCodec` locks the same values with
+    /// // redisson.getMultiLock("students", List.of("student:001", "student:002")).
+    /// let pair = client.group_lock("students", ["student:001", "student:002"])?;
+    /// let guard = pair.lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn group_lock<V: AsRef<[u8]>>(
+        &self,
+        group: &str,
+        values: impl IntoIterator<Item = V>,
+    ) -> Result<RGroupLock> {
+        self.checked(group)?;
+        RGroupLock::new(self.engine.clone(), group, values)
     }
 
     /// A RedLock over the locks `names` of this client (Redisson's

@@ -115,6 +115,7 @@ pub use error::{Error, Result};
 pub use lock::acquire::{Acquirable, Acquire, Bounded, UntilAcquired};
 pub use lock::fair::RFairLock;
 pub use lock::fenced::{FencedGuard, RFencedLock};
+pub use lock::group::RGroupLock;
 pub use lock::handle::Lock;
 pub use lock::multi::{MultiGuard, RMultiLock};
 pub use lock::non_reentrant::{RNonReentrantFairLock, RNonReentrantLock};

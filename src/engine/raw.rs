@@ -232,10 +232,31 @@ impl RawLock {
     pub(crate) async fn hold_count_of(&self, owner: OwnerId) -> Result<u32> {
         self.engine.ensure_open()?;
         let field = self.field_of(owner);
-        let count: Option<i64> = self
-            .query(self.engine.redis.hget(&*self.name, field))
-            .await?;
-        Ok(count.unwrap_or(0).clamp(0, u32::MAX as i64) as u32)
+        let count = self.count_on_redis(&self.engine.redis, &field).await?;
+        Ok(count.clamp(0, u32::MAX as i64) as u32)
+    }
+
+    /// `field`'s hold count on Redis, read through `redis` where and as the
+    /// kind says (`HGET <name> <field>` for every kind but the group lock).
+    pub(crate) async fn count_on_redis<C: HashesInterface + Sync>(
+        &self,
+        redis: &C,
+        field: &str,
+    ) -> Result<i64> {
+        let key = self.key();
+        let mut fields = self.kind.count_fields(&self.name, field);
+        let values: Vec<Option<String>> = if fields.len() == 1 {
+            let one = fields.pop().expect("one field");
+            vec![self.query(redis.hget(key, one)).await?]
+        } else {
+            self.query(redis.hmget(key, fields)).await?
+        };
+        Ok(self.kind.hold_count(field, &values))
+    }
+
+    /// The Redis key the lock lives in (its name, but for the group lock).
+    pub(crate) fn key(&self) -> &str {
+        self.kind.key(&self.name)
     }
 
     /// Every field of the lock's hash (`HGETALL`).

@@ -185,30 +185,7 @@ impl<K: Kind> Lock<K> {
         F: FnOnce(crate::LostSignal) -> Fut,
         Fut: std::future::Future<Output = T>,
     {
-        if let Some(lease) = lease {
-            crate::engine::lease::lease_millis(lease, "lease")?;
-        }
-        let Some((held, _token)) = self.raw.acquire(lease, patience).await? else {
-            return Ok(None);
-        };
-        let guard = crate::LockGuard::new(held);
-        let lost = guard.lost_signal();
-        let outcome = {
-            let work = guard.scope(work(lost.clone()));
-            tokio::select! {
-                biased;
-                _ = lost.lost() => None,
-                value = work => Some(value),
-            }
-        };
-        let released = guard.unlock().await;
-        match (outcome, released) {
-            (Some(value), Ok(_)) => Ok(Some(value)),
-            (None, _) | (_, Err(crate::Error::LockLost { .. })) => Err(crate::Error::LockLost {
-                name: self.raw.name.to_string(),
-            }),
-            (Some(_), Err(e)) => Err(e),
-        }
+        run_raw(&self.raw, lease, patience, work).await
     }
 
     /// Waits as long as it takes, then holds the lock; the watchdog renews it
@@ -618,5 +595,43 @@ impl<K: Kind> std::fmt::Debug for Lock<K> {
             .field("name", &self.raw.name)
             .field("owner", &self.raw.fixed_owner())
             .finish()
+    }
+}
+
+/// Runs `work` under `raw`'s lock, acquired with `lease` and `patience`
+/// (see [`Lock::run`]); `None` when not acquired. Every lock object's `run`.
+pub(crate) async fn run_raw<F, Fut, T>(
+    raw: &RawLock,
+    lease: Option<Duration>,
+    patience: Patience,
+    work: F,
+) -> Result<Option<T>>
+where
+    F: FnOnce(crate::LostSignal) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    if let Some(lease) = lease {
+        crate::engine::lease::lease_millis(lease, "lease")?;
+    }
+    let Some((held, _token)) = raw.acquire(lease, patience).await? else {
+        return Ok(None);
+    };
+    let guard = crate::LockGuard::new(held);
+    let lost = guard.lost_signal();
+    let outcome = {
+        let work = guard.scope(work(lost.clone()));
+        tokio::select! {
+            biased;
+            _ = lost.lost() => None,
+            value = work => Some(value),
+        }
+    };
+    let released = guard.unlock().await;
+    match (outcome, released) {
+        (Some(value), Ok(_)) => Ok(Some(value)),
+        (None, _) | (_, Err(crate::Error::LockLost { .. })) => Err(crate::Error::LockLost {
+            name: raw.name.to_string(),
+        }),
+        (Some(_), Err(e)) => Err(e),
     }
 }

@@ -7,6 +7,7 @@
 pub(crate) mod acquire;
 pub(crate) mod fair;
 pub(crate) mod fenced;
+pub(crate) mod group;
 pub(crate) mod guard;
 pub(crate) mod handle;
 pub(crate) mod multi;
@@ -85,6 +86,7 @@ mod tests {
             super::spin::Spin::describe().0,
             super::non_reentrant::NonReentrant::describe().0,
             super::non_reentrant::NonReentrantFair::describe().0,
+            &super::group::GROUP,
         ];
         let ids: std::collections::BTreeSet<u8> = kinds.iter().map(|k| k.id()).collect();
         let names: std::collections::BTreeSet<&str> = kinds.iter().map(|k| k.name()).collect();

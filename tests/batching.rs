@@ -163,40 +163,69 @@ async fn an_acquire_abandoned_in_the_queue_is_given_back() {
     guard.unlock().await.unwrap();
 }
 
-/// Scripts whose work grows with data already on Redis go out one call per
-/// EVALSHA, even when so many calls await replies that cheap scripts batch:
-/// a batch of them would hold Redis (and every other client) for the sum.
-/// Shown, with every reply held back so that calls pile up, for RLock
-/// acquires (cheap: batched), fair-lock tries (a grant walks every waiter's
-/// deadline), fair waiters giving up (each walks the queue) and read unlocks
-/// (each walks every reader).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn scripts_that_walk_data_are_never_batched() {
+/// With every reply held back: lets every task run until it blocks, then
+/// sends a marker on the client's own connection (on a single server, the
+/// one its lock scripts take) and returns once Redis ran it. Everything the
+/// client had handed to that connection by then ran before it.
+async fn after_all_sent(client: &RedissonClient, raw: &Client, marker: &str) {
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+    let (redis, key) = (client.redis().clone(), marker.to_string());
+    tokio::spawn(async move {
+        let _: Result<(), _> = redis.set(key, "1", None, None, false).await;
+    });
+    within("the marker ran", async {
+        while raw.exists::<i64, _>(marker).await.unwrap() == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+}
+
+/// Scripts whose work grows with data already on Redis never batch, and
+/// few of them are in flight per connection: Redis runs everything it reads
+/// from one connection before it turns to other clients, so a pipelined run
+/// of them would hold everyone else up (Java included) for their sum. Shown
+/// with every reply held back, on one single-threaded runtime (so that every
+/// task gets as far as it can before the marker): RLock acquires (cheap) all
+/// reach Redis, batched; of 200 fair-lock tries on 200 locks (a grant walks
+/// every waiter's deadline) at most 16; of 200 fair waiters of one lock
+/// giving up at once (each walks the queue) and of 200 read unlocks of one
+/// lock (each walks every reader), one. Once replies flow, each goes out on
+/// its own.
+#[tokio::test]
+async fn scripts_that_walk_data_go_out_few_at_a_time_never_batched() {
     let (server, proxy, client) = proxied(|_| {}).await;
     let raw = server.raw().await;
     let other = common::client(&server, Duration::from_secs(30)).await;
     let lease = Duration::from_secs(60); // no renewal runs during a count
+    let evalshas = || command_calls(&raw, "evalsha");
     let names = names();
 
     // Cheap: RLock acquires batch. A first round caches the batch script.
     for guard in try_all(&client, &names).await {
         guard.unwrap().unwrap().unlock().await.unwrap();
     }
-    let before = command_calls(&raw, "evalsha").await;
-    let round = stalled_round(&proxy, &client, &raw, &names, TASKS).await;
-    let sent = command_calls(&raw, "evalsha").await - before;
-    assert!(
-        sent < TASKS as u64,
-        "{sent} EVALSHAs for {TASKS} RLock acquires"
-    );
+    let before = evalshas().await;
+    proxy.stall_replies();
+    let round = {
+        let (client, names) = (client.clone(), names.clone());
+        tokio::spawn(async move { try_all(&client, &names).await })
+    };
+    after_all_sent(&client, &raw, "marker:rlock").await;
+    assert_eq!(existing(&raw, &names).await, TASKS, "every acquire ran");
+    let sent = evalshas().await - before;
+    assert!(sent < TASKS as u64, "{sent} EVALSHAs for {TASKS} acquires");
     proxy.resume_replies();
     for guard in within("the RLock round", round).await.unwrap() {
         guard.unwrap().unwrap().unlock().await.unwrap();
     }
 
-    // Fair tries, on as many fair locks.
+    // Fair tries, on as many fair locks (the script runs once first: a
+    // NOSCRIPT reply, held back, would stall its call).
     let fair_names: Vec<String> = (0..TASKS).map(|i| format!("walking:{i}")).collect();
-    let warm = client.fair_lock("walking:warm").unwrap(); // caches the script
+    let warm = client.fair_lock("walking:warm").unwrap();
     warm.try_lock()
         .await
         .unwrap()
@@ -204,7 +233,7 @@ async fn scripts_that_walk_data_are_never_batched() {
         .unlock()
         .await
         .unwrap();
-    let before = command_calls(&raw, "evalsha").await;
+    let before = evalshas().await;
     proxy.stall_replies();
     let tries: Vec<_> = fair_names
         .iter()
@@ -213,24 +242,30 @@ async fn scripts_that_walk_data_are_never_batched() {
             tokio::spawn(async move { lock.acquire().no_wait().lease(lease).await })
         })
         .collect();
-    // Were they batched, their batch form (never cached) would come back
-    // NOSCRIPT, held back: this wait would hang, or the count be short.
-    within("every fair try ran", async {
-        while existing(&raw, &fair_names).await < TASKS {
-            tokio::task::yield_now().await;
-        }
-    })
-    .await;
-    let sent = command_calls(&raw, "evalsha").await - before;
-    assert_eq!(sent, TASKS as u64, "fair tries went out batched");
+    after_all_sent(&client, &raw, "marker:fair").await;
+    let in_flight = evalshas().await - before;
+    // At most 16 per connection (`WALKING_AT_ONCE`), one per stripe of slots.
+    assert!(
+        (1..=16).contains(&in_flight),
+        "{in_flight} fair tries in flight"
+    );
     proxy.resume_replies();
+    let mut guards = vec![];
     for task in tries {
-        let guard = within("a fair try", task).await.unwrap().unwrap().unwrap();
+        guards.push(within("a fair try", task).await.unwrap().unwrap().unwrap());
+    }
+    assert_eq!(
+        evalshas().await - before,
+        TASKS as u64,
+        "fair tries batched"
+    );
+    for guard in guards {
         guard.unlock().await.unwrap();
     }
 
     // Fair waiters giving up at once, all in one queue.
     let queue = "walking:queue";
+    let queue_len = || raw.llen::<usize, _>(redisson_lock::naming::fair_queue_name(queue));
     let held = other
         .fair_lock(queue)
         .unwrap()
@@ -238,14 +273,12 @@ async fn scripts_that_walk_data_are_never_batched() {
         .await
         .unwrap();
     let waiting = client.fair_lock(queue).unwrap();
-    // Every script below runs once first: a NOSCRIPT reply, held back, would
-    // stall its call.
     let gave_up = waiting
         .try_lock_for(Duration::from_millis(1))
         .await
         .unwrap();
-    assert!(gave_up.is_none());
-    let before = command_calls(&raw, "evalsha").await;
+    assert!(gave_up.is_none(), "the give-up script is cached now");
+    let before = evalshas().await;
     let waiters: Vec<_> = (0..TASKS)
         .map(|_| {
             let lock = waiting.clone();
@@ -255,36 +288,31 @@ async fn scripts_that_walk_data_are_never_batched() {
     // Each waiter tries once, subscribes, tries again, then sleeps for the
     // holder's TTL: once all of that ran, nothing of theirs is in flight.
     within("every waiter queued and asleep", async {
-        while command_calls(&raw, "evalsha").await < before + 2 * TASKS as u64 {
+        while evalshas().await < before + 2 * TASKS as u64 {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     })
     .await;
-    assert_eq!(waiting.queue().await.unwrap().len(), TASKS);
-    let before = command_calls(&raw, "evalsha").await;
+    assert_eq!(queue_len().await.unwrap(), TASKS);
+    let before = evalshas().await;
     proxy.stall_replies();
     for waiter in &waiters {
         waiter.abort();
     }
+    after_all_sent(&client, &raw, "marker:give-up").await;
+    assert_eq!(evalshas().await - before, 1, "give-ups in flight at once");
+    assert_eq!(queue_len().await.unwrap(), TASKS - 1);
+    proxy.resume_replies();
     within("every waiter left the queue", async {
-        while raw
-            .llen::<usize, _>(redisson_lock::naming::fair_queue_name(queue))
-            .await
-            .unwrap()
-            > 0
-        {
+        while queue_len().await.unwrap() > 0 {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     })
     .await;
-    let sent = command_calls(&raw, "evalsha").await - before;
-    assert_eq!(sent, TASKS as u64, "give-ups went out batched");
-    proxy.resume_replies();
+    assert_eq!(evalshas().await - before, TASKS as u64, "give-ups batched");
     for waiter in waiters {
-        assert!(within("an aborted waiter", waiter)
-            .await
-            .unwrap_err()
-            .is_cancelled());
+        let outcome = within("an aborted waiter", waiter).await;
+        assert!(outcome.unwrap_err().is_cancelled());
     }
     held.unlock().await.unwrap();
 
@@ -295,22 +323,27 @@ async fn scripts_that_walk_data_are_never_batched() {
     for _ in 0..TASKS {
         readers.push(rw.read().lock_with_lease(lease).await.unwrap());
     }
-    let before = command_calls(&raw, "evalsha").await;
+    let before = evalshas().await;
     proxy.stall_replies();
     let unlocks: Vec<_> = readers
         .into_iter()
         .map(|guard| tokio::spawn(async move { guard.unlock().await }))
         .collect();
-    within("every read hold released", async {
-        while raw.exists::<usize, _>("walking:rw").await.unwrap() > 0 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await;
-    let sent = command_calls(&raw, "evalsha").await - before;
-    assert_eq!(sent, TASKS as u64, "read unlocks went out batched");
+    after_all_sent(&client, &raw, "marker:read").await;
+    assert_eq!(
+        evalshas().await - before,
+        1,
+        "read unlocks in flight at once"
+    );
     proxy.resume_replies();
     for unlock in unlocks {
         within("a read unlock", unlock).await.unwrap().unwrap();
     }
+    assert_eq!(
+        evalshas().await - before,
+        TASKS as u64,
+        "read unlocks batched"
+    );
+    let left: i64 = raw.exists("walking:rw").await.unwrap();
+    assert_eq!(left, 0);
 }

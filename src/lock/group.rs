@@ -362,11 +362,14 @@ impl RGroupLock {
     /// if the future is dropped.
     ///
     /// ```no_run
-    /// use redisson_lock::OwnerId;
+    /// use redisson_lock::{Error, OwnerId};
     /// # async fn demo(seats: redisson_lock::RGroupLock) -> redisson_lock::Result<()> {
     /// let clerk = seats.with_owner(OwnerId::new(7)?);
-    /// std::mem::forget(clerk.lock().await?); // held by owner 7, guard given up
-    /// clerk.unlock().await?;
+    /// match clerk.unlock().await {
+    ///     Ok(_) => println!("released one hold of clerk 7 on every seat"),
+    ///     Err(Error::NotHeld { .. }) => println!("clerk 7 does not hold these seats"),
+    ///     Err(e) => return Err(e),
+    /// }
     /// # Ok(()) }
     /// ```
     pub async fn unlock(&self) -> Result<Unlocked> {

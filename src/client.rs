@@ -156,6 +156,15 @@ impl RedissonClient {
     /// # Errors
     ///
     /// As [`RedissonClient::lock`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::RedissonClient) -> redisson_lock::Result<()> {
+    /// // The same lock as Java's redisson.getNonReentrantLock("month-end").
+    /// let close = client.non_reentrant_lock("month-end")?;
+    /// let guard = close.lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn non_reentrant_lock(&self, name: &str) -> Result<RNonReentrantLock> {
         self.checked(name)?;
         Ok(crate::lock::handle::Lock::new(self.engine.clone(), name))
@@ -168,6 +177,15 @@ impl RedissonClient {
     /// # Errors
     ///
     /// As [`RedissonClient::lock`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::RedissonClient) -> redisson_lock::Result<()> {
+    /// // The same lock as Java's redisson.getNonReentrantFairLock("payouts").
+    /// let payouts = client.non_reentrant_fair_lock("payouts")?;
+    /// let guard = payouts.lock().await?; // in line with Java and Rust waiters
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn non_reentrant_fair_lock(&self, name: &str) -> Result<RNonReentrantFairLock> {
         self.checked(name)?;
         Ok(crate::lock::handle::Lock::new(self.engine.clone(), name))

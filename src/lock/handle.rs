@@ -20,7 +20,9 @@ use crate::OwnerId;
 /// The kinds of lock a [`Lock`] can be: [`crate::kind::Reentrant`]
 /// ([`crate::RLock`]), [`crate::kind::Fair`] ([`crate::RFairLock`]),
 /// [`crate::kind::Read`] and [`crate::kind::Write`] (the halves of an
-/// [`crate::RReadWriteLock`]). Sealed: each one is a Redisson protocol.
+/// [`crate::RReadWriteLock`]), [`crate::kind::Fenced`], [`crate::kind::Spin`],
+/// [`crate::kind::NonReentrant`] and [`crate::kind::NonReentrantFair`].
+/// Sealed: each one is a Redisson protocol.
 pub trait Kind: sealed::Sealed + Send + Sync + 'static {
     /// What an acquisition hands out: a [`crate::LockGuard`], or for the fenced
     /// lock a [`crate::FencedGuard`], which also carries its token.

@@ -12,8 +12,8 @@ use crate::engine::Engine;
 use crate::error::Result;
 use crate::naming;
 use crate::{
-    RCountDownLatch, RFairLock, RFencedLock, RLock, RMultiLock, RPermitExpirableSemaphore,
-    RReadWriteLock, RSemaphore, RSpinLock,
+    RCountDownLatch, RFairLock, RFencedLock, RGroupLock, RLock, RMultiLock, RNonReentrantFairLock,
+    RNonReentrantLock, RPermitExpirableSemaphore, RReadWriteLock, RSemaphore, RSpinLock,
 };
 
 /// A connection to Redis that hands out locks, like Redisson's `RedissonClient`.
@@ -149,6 +149,48 @@ impl RedissonClient {
         Ok(crate::lock::handle::Lock::new(self.engine.clone(), name))
     }
 
+    /// A handle on the non-reentrant lock `name` (Redisson 4.4's
+    /// `getNonReentrantLock`): an RLock of that name whose holder cannot take
+    /// it again. Nothing is sent to Redis; the name is checked.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedissonClient::lock`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::RedissonClient) -> redisson_lock::Result<()> {
+    /// // The same lock as Java's redisson.getNonReentrantLock("month-end").
+    /// let close = client.non_reentrant_lock("month-end")?;
+    /// let guard = close.lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn non_reentrant_lock(&self, name: &str) -> Result<RNonReentrantLock> {
+        self.checked(name)?;
+        Ok(crate::lock::handle::Lock::new(self.engine.clone(), name))
+    }
+
+    /// A handle on the non-reentrant fair lock `name` (Redisson 4.4's
+    /// `getNonReentrantFairLock`): a fair lock of that name whose holder
+    /// cannot take it again. Nothing is sent to Redis; the name is checked.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedissonClient::lock`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::RedissonClient) -> redisson_lock::Result<()> {
+    /// // The same lock as Java's redisson.getNonReentrantFairLock("payouts").
+    /// let payouts = client.non_reentrant_fair_lock("payouts")?;
+    /// let guard = payouts.lock().await?; // in line with Java and Rust waiters
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn non_reentrant_fair_lock(&self, name: &str) -> Result<RNonReentrantFairLock> {
+        self.checked(name)?;
+        Ok(crate::lock::handle::Lock::new(self.engine.clone(), name))
+    }
+
     /// A handle on the fenced lock `name` (Redisson's `getFencedLock`).
     /// Nothing is sent to Redis; the name is checked.
     ///
@@ -182,6 +224,37 @@ impl RedissonClient {
     pub fn multi_lock(&self, names: &[&str]) -> Result<RMultiLock> {
         let members = names.iter().map(|n| self.lock(n)).collect::<Result<_>>()?;
         RMultiLock::new(members)
+    }
+
+    /// A group multi lock over `values` of `group` (Redisson's
+    /// `getMultiLock(String group, Collection<Object> values)`): every value
+    /// held together or not at all, in the one hash `group`. Each value is
+    /// given as the bytes the Java side's codec writes for it: a `String`'s
+    /// UTF-8 under `StringCodec`, [`crate::naming::kryo5_string`] under
+    /// Redisson's default `Kryo5Codec` (see [`RGroupLock`]). Duplicates count
+    /// once. Nothing is sent to Redis; the group name is checked.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedissonClient::lock`], for the group's name;
+    /// [`crate::Error::InvalidArgument`] without values.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::RedissonClient) -> redisson_lock::Result<()> {
+    /// // A JVM service with `StringCodec` locks the same values with
+    /// // redisson.getMultiLock("students", List.of("student:001", "student:002")).
+    /// let pair = client.group_lock("students", ["student:001", "student:002"])?;
+    /// let guard = pair.lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn group_lock<V: AsRef<[u8]>>(
+        &self,
+        group: &str,
+        values: impl IntoIterator<Item = V>,
+    ) -> Result<RGroupLock> {
+        self.checked(group)?;
+        RGroupLock::new(self.engine.clone(), group, values)
     }
 
     /// A RedLock over the locks `names` of this client (Redisson's

@@ -5,7 +5,7 @@ use std::time::Duration;
 /// Errors returned by this crate.
 ///
 /// A rejected call ([`Error::InvalidArgument`], [`Error::WrongType`],
-/// [`Error::NotHeld`]) has changed nothing on Redis.
+/// [`Error::NotHeld`], [`Error::AlreadyHeld`]) has changed nothing on Redis.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -17,6 +17,19 @@ pub enum Error {
         /// Lock name.
         name: String,
         /// Owner field that tried to unlock (`<client-id>:<owner-id>`).
+        field: String,
+    },
+    /// The owner already holds this non-reentrant lock
+    /// ([`crate::RNonReentrantLock`], [`crate::RNonReentrantFairLock`]): a
+    /// re-entry (inside a guard's `scope`, or through the same explicit
+    /// owner) is refused at once, as Redisson's `NON_REENTRANT_REACQUIRE`
+    /// refusal (an `IllegalMonitorStateException` in Java). Nothing was
+    /// changed: the hold count stays as it was.
+    #[error("lock `{name}` is non-reentrant and already held by owner `{field}`")]
+    AlreadyHeld {
+        /// Lock name.
+        name: String,
+        /// Owner field that asked again (`<client-id>:<owner-id>`).
         field: String,
     },
     /// The guard's lock was lost (a renewal found it gone, or its lease ran out

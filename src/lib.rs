@@ -116,8 +116,10 @@ pub use error::{Error, Result};
 pub use lock::acquire::{Acquirable, Acquire, Bounded, UntilAcquired};
 pub use lock::fair::RFairLock;
 pub use lock::fenced::{FencedGuard, RFencedLock};
+pub use lock::group::RGroupLock;
 pub use lock::handle::Lock;
 pub use lock::multi::{MultiGuard, RMultiLock};
+pub use lock::non_reentrant::{RNonReentrantFairLock, RNonReentrantLock};
 pub use lock::read_write::{RReadWriteLock, ReadLock, RwMode, WriteLock};
 pub use lock::rlock::RLock;
 pub use lock::spin::RSpinLock;
@@ -132,9 +134,10 @@ pub use sync::semaphore::{RSemaphore, SemaphorePermits};
 /// lock speaks. Use the aliases instead ([`RLock`], [`RFairLock`],
 /// [`ReadLock`], [`WriteLock`]).
 pub mod kind {
-    pub use crate::lock::fair::Fair;
+    pub use crate::lock::fair::{Fair, Queued};
     pub use crate::lock::fenced::Fenced;
     pub use crate::lock::handle::Kind;
+    pub use crate::lock::non_reentrant::{NonReentrant, NonReentrantFair};
     pub use crate::lock::read_write::{Read, Write};
     pub use crate::lock::rlock::Reentrant;
     pub use crate::lock::spin::Spin;

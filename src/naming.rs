@@ -134,6 +134,111 @@ pub fn field_name(client_id: &str, owner: crate::OwnerId) -> String {
     format!("{client_id}:{owner}")
 }
 
+/// The hash field id Redisson derives from a value (already encoded by the
+/// Java object's codec): the group multi lock's per-value field
+/// ([`crate::RGroupLock`]), and the middle of the name of a map entry's
+/// lock (`{map}:<id>:lock`, Redisson's `RMap.getLock(key)`).
+///
+/// It is HighwayHash-128 of `encoded` with Redisson's fixed key, the two
+/// 64-bit halves big-endian, in standard base64 without the `==` padding:
+/// 22 characters.
+///
+/// ```
+/// use redisson_lock::naming::{kryo5_string, value_field};
+/// // A String under StringCodec is its UTF-8 bytes...
+/// assert_eq!(value_field(b"a"), "qwvAS12pR0CgRitaypEjUw");
+/// // ...and under Kryo5Codec, Redisson's default, Kryo's framing of it.
+/// assert_eq!(value_field(&kryo5_string("a")), "Jon6GCcO+0QSJkhre5wXYA");
+/// ```
+pub fn value_field(encoded: &[u8]) -> String {
+    use highway::{HighwayHash, HighwayHasher, Key};
+    const KEY: Key = Key([
+        0x9e37_79b9_7f4a_7c15,
+        0xf39c_c060_5ced_c834,
+        0x1082_276b_f3a2_7251,
+        0xf86c_6a11_d0c1_8e95,
+    ]);
+    let [h0, h1] = HighwayHasher::new(KEY).hash128(encoded);
+    let mut bytes = [0u8; 16];
+    bytes[..8].copy_from_slice(&h0.to_be_bytes());
+    bytes[8..].copy_from_slice(&h1.to_be_bytes());
+    base64_unpadded(&bytes)
+}
+
+/// Standard base64 (`+`, `/`) without `=` padding.
+fn base64_unpadded(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, &b)| n | (u32::from(b) << (16 - 8 * i)));
+        // A chunk of k bytes gives k + 1 characters.
+        for i in 0..=chunk.len() {
+            out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+        }
+    }
+    out
+}
+
+/// The bytes Redisson's default codec, `Kryo5Codec` (Kryo 5), writes for a
+/// Java `String`: what the JVM hashes into a [`value_field`] when a group
+/// multi lock's values are strings and the client keeps the default codec.
+/// `StringCodec` writes the string's UTF-8 bytes instead (pass those as they
+/// are); `JsonJacksonCodec` its JSON literal, quotes included.
+///
+/// The framing: the class id byte `0x03`, then for 2 to 32 ASCII
+/// characters the characters with the last one's top bit set, otherwise a
+/// variable-length count of UTF-16 units (plus one) and each unit in one
+/// to three bytes (surrogates one by one).
+///
+/// ```
+/// use redisson_lock::naming::kryo5_string;
+/// assert_eq!(kryo5_string("ab"), [0x03, 0x61, 0xe2]);
+/// assert_eq!(kryo5_string("a"), [0x03, 0x82, 0x61]);
+/// assert_eq!(kryo5_string("é"), [0x03, 0x82, 0xc3, 0xa9]);
+/// ```
+pub fn kryo5_string(value: &str) -> Vec<u8> {
+    let units: Vec<u16> = value.encode_utf16().collect();
+    let mut out = Vec::with_capacity(2 + 3 * units.len());
+    out.push(0x03);
+    if (2..=32).contains(&units.len()) && value.is_ascii() {
+        out.extend_from_slice(value.as_bytes());
+        *out.last_mut().expect("two characters at least") |= 0x80;
+        return out;
+    }
+    // The count, plus one: 6 bits in the first byte (flagged 0x80, 0x40
+    // when more follow), then 7 bits per byte.
+    let mut n = units.len() as u64 + 1;
+    let mut first = 0x80 | (n & 0x3f) as u8;
+    n >>= 6;
+    if n != 0 {
+        first |= 0x40;
+    }
+    out.push(first);
+    while n != 0 {
+        let mut byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n != 0 {
+            byte |= 0x80;
+        }
+        out.push(byte);
+    }
+    for unit in units {
+        match unit {
+            0..=0x7f => out.push(unit as u8),
+            0x80..=0x7ff => out.extend([0xc0 | (unit >> 6) as u8, 0x80 | (unit & 0x3f) as u8]),
+            _ => out.extend([
+                0xe0 | (unit >> 12) as u8,
+                0x80 | ((unit >> 6) & 0x3f) as u8,
+                0x80 | (unit & 0x3f) as u8,
+            ]),
+        }
+    }
+    out
+}
+
 /// The cluster hash slot of a key (CRC16 of the key or of its `{hash tag}`,
 /// mod 16384). Every key of one lock shares the lock name's slot.
 ///
@@ -322,6 +427,58 @@ mod tests {
                 crate::OwnerId::new(1).unwrap()
             ),
             "8743c9c0-0795-4907-87fd-6c719a6b4586:1"
+        );
+    }
+
+    /// Field ids Redisson 4.7.0 and 3.52.0 computed live for these values
+    /// (Java `String`s under each codec).
+    #[test]
+    fn value_fields_match_redisson() {
+        let string_codec = [
+            ("a", "qwvAS12pR0CgRitaypEjUw"),
+            ("b", "Q5CdP+xmkHdTGWYr64Lw6A"),
+            ("c", "b/ERpQOx2r8GXiGBU6d0Hg"),
+            ("x", "Bt/D4wylKYCgzX0jVwjowg"),
+            ("", "t6rZwibGo2uy1OSmNVe8pg"),
+            ("student:001", "DqvoYruF5eyLDrILcprmBw"),
+            ("42", "RE0IojEvPTY8Dofe3IkBNA"),
+        ];
+        for (value, field) in string_codec {
+            assert_eq!(value_field(value.as_bytes()), field, "{value:?}");
+        }
+        let kryo5 = [
+            ("a", "Jon6GCcO+0QSJkhre5wXYA"),
+            ("b", "oz8KQ6x92JraWxs5okiqFw"),
+            ("student:001", "xlFkXAEowi21EJq3jIyssg"),
+        ];
+        for (value, field) in kryo5 {
+            assert_eq!(value_field(&kryo5_string(value)), field, "{value:?}");
+        }
+        // JsonJacksonCodec: the JSON literal.
+        assert_eq!(value_field(b"\"a\""), "j/IT7y3w66vEZq1FrpFFdA");
+        assert_eq!(value_field(b"\"b\""), "2Sw+T4ZkBmx0e6ETruZ2mw");
+    }
+
+    /// Kryo 5.6's framing of Java strings, as observed from Redisson's
+    /// Kryo5Codec.
+    #[test]
+    fn kryo5_strings_are_framed_as_kryo_writes_them() {
+        assert_eq!(kryo5_string(""), [0x03, 0x81]);
+        assert_eq!(kryo5_string("a"), [0x03, 0x82, 0x61]);
+        assert_eq!(kryo5_string("ab"), [0x03, 0x61, 0xe2]);
+        let student = kryo5_string("student:001");
+        assert_eq!(student[..2], [0x03, 0x73]);
+        assert_eq!(student[student.len() - 1], 0xb1);
+        let x32 = kryo5_string(&"x".repeat(32));
+        assert_eq!((x32.len(), x32[32]), (33, 0xf8));
+        let x33 = kryo5_string(&"x".repeat(33));
+        assert_eq!(x33[..3], [0x03, 0xa2, 0x78]);
+        let x63 = kryo5_string(&"x".repeat(63));
+        assert_eq!(x63[..4], [0x03, 0xc0, 0x01, 0x78]);
+        assert_eq!(kryo5_string("é"), [0x03, 0x82, 0xc3, 0xa9]);
+        assert_eq!(
+            kryo5_string("\u{1F600}"),
+            [0x03, 0x83, 0xed, 0xa0, 0xbd, 0xed, 0xb8, 0x80]
         );
     }
 

@@ -162,3 +162,188 @@ async fn an_acquire_abandoned_in_the_queue_is_given_back() {
     .unwrap();
     guard.unlock().await.unwrap();
 }
+
+/// With every reply held back: lets every task run until it blocks, then
+/// sends a marker on the client's own connection (on a single server, the
+/// one its lock scripts take) and returns once Redis ran it. Everything the
+/// client had handed to that connection by then ran before it.
+async fn after_all_sent(client: &RedissonClient, raw: &Client, marker: &str) {
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+    let (redis, key) = (client.redis().clone(), marker.to_string());
+    tokio::spawn(async move {
+        let _: Result<(), _> = redis.set(key, "1", None, None, false).await;
+    });
+    within("the marker ran", async {
+        while raw.exists::<i64, _>(marker).await.unwrap() == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+}
+
+/// Scripts whose work grows with data already on Redis never batch, and
+/// few of them are in flight per connection: Redis runs everything it reads
+/// from one connection before it turns to other clients, so a pipelined run
+/// of them would hold everyone else up (Java included) for their sum. Shown
+/// with every reply held back, on one single-threaded runtime (so that every
+/// task gets as far as it can before the marker): RLock acquires (cheap) all
+/// reach Redis, batched; of 200 fair-lock tries on 200 locks (a grant walks
+/// every waiter's deadline) at most 16; of 200 fair waiters of one lock
+/// giving up at once (each walks the queue) and of 200 read unlocks of one
+/// lock (each walks every reader), one. Once replies flow, each goes out on
+/// its own.
+#[tokio::test]
+async fn scripts_that_walk_data_go_out_few_at_a_time_never_batched() {
+    let (server, proxy, client) = proxied(|_| {}).await;
+    let raw = server.raw().await;
+    let other = common::client(&server, Duration::from_secs(30)).await;
+    let lease = Duration::from_secs(60); // no renewal runs during a count
+    let evalshas = || command_calls(&raw, "evalsha");
+    let names = names();
+
+    // Cheap: RLock acquires batch. A first round caches the batch script.
+    for guard in try_all(&client, &names).await {
+        guard.unwrap().unwrap().unlock().await.unwrap();
+    }
+    let before = evalshas().await;
+    proxy.stall_replies();
+    let round = {
+        let (client, names) = (client.clone(), names.clone());
+        tokio::spawn(async move { try_all(&client, &names).await })
+    };
+    after_all_sent(&client, &raw, "marker:rlock").await;
+    assert_eq!(existing(&raw, &names).await, TASKS, "every acquire ran");
+    let sent = evalshas().await - before;
+    assert!(sent < TASKS as u64, "{sent} EVALSHAs for {TASKS} acquires");
+    proxy.resume_replies();
+    for guard in within("the RLock round", round).await.unwrap() {
+        guard.unwrap().unwrap().unlock().await.unwrap();
+    }
+
+    // Fair tries, on as many fair locks (the script runs once first: a
+    // NOSCRIPT reply, held back, would stall its call).
+    let fair_names: Vec<String> = (0..TASKS).map(|i| format!("walking:{i}")).collect();
+    let warm = client.fair_lock("walking:warm").unwrap();
+    warm.try_lock()
+        .await
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    let before = evalshas().await;
+    proxy.stall_replies();
+    let tries: Vec<_> = fair_names
+        .iter()
+        .map(|name| {
+            let lock = client.fair_lock(name).unwrap();
+            tokio::spawn(async move { lock.acquire().no_wait().lease(lease).await })
+        })
+        .collect();
+    after_all_sent(&client, &raw, "marker:fair").await;
+    let in_flight = evalshas().await - before;
+    // At most 16 per connection (`WALKING_AT_ONCE`), one per stripe of slots.
+    assert!(
+        (1..=16).contains(&in_flight),
+        "{in_flight} fair tries in flight"
+    );
+    proxy.resume_replies();
+    let mut guards = vec![];
+    for task in tries {
+        guards.push(within("a fair try", task).await.unwrap().unwrap().unwrap());
+    }
+    assert_eq!(
+        evalshas().await - before,
+        TASKS as u64,
+        "fair tries batched"
+    );
+    for guard in guards {
+        guard.unlock().await.unwrap();
+    }
+
+    // Fair waiters giving up at once, all in one queue.
+    let queue = "walking:queue";
+    let queue_len = || raw.llen::<usize, _>(redisson_lock::naming::fair_queue_name(queue));
+    let held = other
+        .fair_lock(queue)
+        .unwrap()
+        .lock_with_lease(lease)
+        .await
+        .unwrap();
+    let waiting = client.fair_lock(queue).unwrap();
+    let gave_up = waiting
+        .try_lock_for(Duration::from_millis(1))
+        .await
+        .unwrap();
+    assert!(gave_up.is_none(), "the give-up script is cached now");
+    let before = evalshas().await;
+    let waiters: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let lock = waiting.clone();
+            tokio::spawn(async move { lock.lock().await })
+        })
+        .collect();
+    // Each waiter tries once, subscribes, tries again, then sleeps for the
+    // holder's TTL: once all of that ran, nothing of theirs is in flight.
+    within("every waiter queued and asleep", async {
+        while evalshas().await < before + 2 * TASKS as u64 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert_eq!(queue_len().await.unwrap(), TASKS);
+    let before = evalshas().await;
+    proxy.stall_replies();
+    for waiter in &waiters {
+        waiter.abort();
+    }
+    after_all_sent(&client, &raw, "marker:give-up").await;
+    assert_eq!(evalshas().await - before, 1, "give-ups in flight at once");
+    assert_eq!(queue_len().await.unwrap(), TASKS - 1);
+    proxy.resume_replies();
+    within("every waiter left the queue", async {
+        while queue_len().await.unwrap() > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert_eq!(evalshas().await - before, TASKS as u64, "give-ups batched");
+    for waiter in waiters {
+        let outcome = within("an aborted waiter", waiter).await;
+        assert!(outcome.unwrap_err().is_cancelled());
+    }
+    held.unlock().await.unwrap();
+
+    // Read unlocks, all on one read-write lock.
+    let rw = client.read_write_lock("walking:rw").unwrap();
+    rw.read().lock().await.unwrap().unlock().await.unwrap();
+    let mut readers = vec![];
+    for _ in 0..TASKS {
+        readers.push(rw.read().lock_with_lease(lease).await.unwrap());
+    }
+    let before = evalshas().await;
+    proxy.stall_replies();
+    let unlocks: Vec<_> = readers
+        .into_iter()
+        .map(|guard| tokio::spawn(async move { guard.unlock().await }))
+        .collect();
+    after_all_sent(&client, &raw, "marker:read").await;
+    assert_eq!(
+        evalshas().await - before,
+        1,
+        "read unlocks in flight at once"
+    );
+    proxy.resume_replies();
+    for unlock in unlocks {
+        within("a read unlock", unlock).await.unwrap().unwrap();
+    }
+    assert_eq!(
+        evalshas().await - before,
+        TASKS as u64,
+        "read unlocks batched"
+    );
+    let left: i64 = raw.exists("walking:rw").await.unwrap();
+    assert_eq!(left, 0);
+}

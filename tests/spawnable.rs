@@ -82,9 +82,41 @@ async fn spawn_each(
         guard.unlock().await
     });
     let fair = client.fair_lock("a").unwrap();
-    each!(fair => fair.lock().await; fair.queue().await;);
+    each!(fair => fair.lock().await; fair.queue().await; fair.delete().await;);
     let fenced = client.fenced_lock("a").unwrap();
-    each!(fenced => fenced.lock().await; fenced.token().await;);
+    each!(fenced => fenced.lock().await; fenced.token().await; fenced.delete().await;);
+    let nr = client.non_reentrant_lock("a").unwrap();
+    each!(nr =>
+        nr.lock().await;
+        nr.try_lock().await;
+        nr.try_lock_for(D).await;
+        nr.acquire().lease(D).await;
+        nr.run(|_lost| async { 1 }).await;
+        nr.unlock().await;
+    );
+    let nr_fair = client.non_reentrant_fair_lock("a").unwrap();
+    each!(nr_fair =>
+        nr_fair.lock().await;
+        nr_fair.try_lock_for(D).await;
+        nr_fair.queue().await;
+        nr_fair.delete().await;
+    );
+    let group = client.group_lock("g", ["a", "b"]).unwrap();
+    each!(group =>
+        group.lock().await;
+        group.lock_with_lease(D).await;
+        group.try_lock().await;
+        group.try_lock_for(D).await;
+        group.try_lock_for_with_lease(D, D).await;
+        group.acquire().wait(D).await;
+        group.acquire().lease(D).await;
+        group.run(|_lost| async { 1 }).await;
+        group.unlock().await;
+        group.force_unlock().await;
+        group.is_locked().await;
+        group.is_held().await;
+        group.is_held_by(OwnerId::unique()).await;
+    );
     spawn(async move {
         fenced_guard.set_if_newest("k", "v").await.ok();
         fenced_guard.unlock().await
@@ -142,6 +174,7 @@ async fn spawn_each(
         pes.release(&[id]).await;
         pes.try_release(&[id]).await;
         pes.update_lease(id, None).await;
+        pes.lease_time(id).await;
         pes.delete().await;
     );
     spawn(expirable.release());

@@ -9,17 +9,21 @@
 //! `cargo run --release -p redisson-lock-bench -- [--quick] [--out results.json]`
 //! starts its own redis-server on a free port; `REDIS_URL` uses another.
 //! `... -- watchdog 10000 100000` runs item 4 alone, `... -- throughput-only`
-//! item 1 alone, and `... -- profile <lock|wire|floor|rslock|crate> <concurrency> <seconds>`
+//! item 1 alone, and `... -- profile <lock|fair|wire|floor|rslock|crate> <concurrency> <seconds>`
 //! Rust implementations alone (a comma-separated list: one after the other),
 //! for `perf record` or heaptrack;
 //! `... -- handoff <kind> <waiters> <processes> [--monitor]` one hand-off run,
 //! under `MONITOR` each hand-off split where its time went (`monitor.rs`;
 //! `benches/handoff-sched.sh` lines them up with `perf sched` instead);
 //! `... -- ls [N] [--out FILE]` times `scan_objects` (the CLI's `ls`) over N
-//! locks and N/10 other keys (default 100 000), per SCAN COUNT.
+//! locks and N/10 other keys (default 100 000), per SCAN COUNT;
+//! `... -- giveups [QUEUED] [WAITERS]` has WAITERS fair-lock waiters (256)
+//! behind QUEUED others (5000) give up at once while one connection PINGs:
+//! how long Redis left the PINGs unanswered (`giveups.rs`).
 
 mod alloc;
 mod cluster;
+mod giveups;
 mod handoff;
 mod ls;
 mod monitor;
@@ -102,7 +106,7 @@ async fn harness(args: Vec<String>) {
     let server = server::Server::start().await;
     if args.get(1).map(String::as_str) == Some("profile") {
         // One implementation alone, for a profiler:
-        // `profile <lock|wire|floor|rslock|crate> <concurrency> <seconds>`;
+        // `profile <lock|fair|wire|floor|rslock|crate> <concurrency> <seconds>`;
         // a comma-separated list runs one after the other in this process.
         let c = args.get(3).and_then(|c| c.parse().ok()).unwrap_or(256);
         let secs = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(5);
@@ -114,9 +118,10 @@ async fn harness(args: Vec<String>) {
                 "rslock" => throughput::Impl::Rslock,
                 "crate" => throughput::Impl::RedissonCrate,
                 "lock" => throughput::Impl::RedissonLock,
-                other => {
-                    panic!("unknown implementation {other:?}: lock, wire, floor, rslock or crate")
-                }
+                "fair" => throughput::Impl::RedissonFairLock,
+                other => panic!(
+                    "unknown implementation {other:?}: lock, fair, wire, floor, rslock or crate"
+                ),
             };
             server.flush().await;
             let row = throughput::run_one(imp, &server, c, Duration::from_secs(secs)).await;
@@ -166,6 +171,13 @@ async fn harness(args: Vec<String>) {
         std::fs::write(&out, serde_json::to_string_pretty(&rows).unwrap()).unwrap();
         eprintln!("wrote {out}");
         println!("{}", ls::table(&rows));
+        return;
+    }
+    if args.get(1).map(String::as_str) == Some("giveups") {
+        // `giveups [QUEUED] [WAITERS]`: fair-lock give-ups at once, and a PING.
+        let queued = args.get(2).and_then(|n| n.parse().ok()).unwrap_or(5000);
+        let waiters = args.get(3).and_then(|n| n.parse().ok()).unwrap_or(256);
+        println!("{}", giveups::run(&server, queued, waiters).await);
         return;
     }
     if args.get(1).map(String::as_str) == Some("watchdog") {

@@ -20,6 +20,8 @@ pub enum Impl {
     JvmRedisson,
     Rslock,
     RedissonCrate,
+    /// redisson-lock's fair lock: `profile fair` only, not in full runs.
+    RedissonFairLock,
 }
 
 impl Impl {
@@ -42,6 +44,7 @@ impl Impl {
             Impl::JvmRedisson => "Redisson 4.7.0 (JVM)",
             Impl::Rslock => "rslock 0.10",
             Impl::RedissonCrate => "redisson crate 0.1",
+            Impl::RedissonFairLock => "redisson-lock fair lock",
         }
     }
 }
@@ -191,6 +194,23 @@ async fn run_inner(
             let row = redisson_lock_row(&client, &prefix, concurrency, duration).await;
             client.shutdown().await;
             return row;
+        }
+        Impl::RedissonFairLock => {
+            let client = redisson_lock::RedissonClient::from_url(&server.url)
+                .await
+                .unwrap();
+            let measured = rust_loop(concurrency, duration, |i| {
+                let lock = client.fair_lock(&format!("{prefix}:{i}")).unwrap();
+                move || {
+                    let lock = lock.clone();
+                    async move {
+                        lock.lock().await.unwrap().unlock().await.unwrap();
+                    }
+                }
+            })
+            .await;
+            client.shutdown().await;
+            measured
         }
         Impl::Rslock => {
             let manager = rslock::LockManager::new(vec![server.url.clone()]);

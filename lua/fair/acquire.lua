@@ -9,30 +9,9 @@
 -- before it gives up.
 
 -- (prelude.lua is prepended.)
-purge_expired(KEYS[2], KEYS[3], tonumber(ARGV[4]))
+local now = tonumber(ARGV[4])
+purge_expired(KEYS[2], KEYS[3], now)
 if take_or_reenter(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[1], ARGV[3]) then
     return nil
 end
-
--- Already queued: wait for the lock.
-if redis.call('zscore', KEYS[3], ARGV[2]) ~= false then
-    return math.max(0, redis.call('pttl', KEYS[1]))
-end
-
--- Join the queue, with a deadline after the previous waiter's.
-local ttl
-local last = redis.call('lindex', KEYS[2], -1)
-local last_deadline = false
-if last ~= false and last ~= ARGV[2] then
-    last_deadline = redis.call('zscore', KEYS[3], last)
-end
-if last_deadline ~= false then
-    ttl = tonumber(last_deadline) - tonumber(ARGV[4])
-else
-    ttl = redis.call('pttl', KEYS[1])
-end
-local deadline = ttl + tonumber(ARGV[3]) + tonumber(ARGV[4])
-if redis.call('zadd', KEYS[3], deadline, ARGV[2]) == 1 then
-    redis.call('rpush', KEYS[2], ARGV[2])
-end
-return ttl
+return wait_in_line(KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3], now)

@@ -19,8 +19,8 @@ end
 
 -- Takes the lock for `field` if it is free and nobody else is first in line
 -- (every other waiter's deadline then shrinks by the `wait` budget this one
--- no longer needs), or re-enters it if `field` holds it. True if it did.
-local function take_or_reenter(lock, queue, deadlines, field, lease, wait)
+-- no longer needs). True if it did.
+local function take(lock, queue, deadlines, field, lease, wait)
     if redis.call('exists', lock) == 0
         and (redis.call('exists', queue) == 0 or redis.call('lindex', queue, 0) == field) then
         redis.call('lpop', queue)
@@ -32,10 +32,44 @@ local function take_or_reenter(lock, queue, deadlines, field, lease, wait)
         redis.call('pexpire', lock, lease)
         return true
     end
+    return false
+end
+
+-- As `take`, or re-enters the lock if `field` holds it. True if it did.
+local function take_or_reenter(lock, queue, deadlines, field, lease, wait)
+    if take(lock, queue, deadlines, field, lease, wait) then
+        return true
+    end
     if redis.call('hexists', lock, field) == 1 then
         redis.call('hincrby', lock, field, 1)
         redis.call('pexpire', lock, lease)
         return true
     end
     return false
+end
+
+-- Keeps `field`'s place in the queue, or gives it one after the last waiter,
+-- with a deadline `wait` after the previous waiter's. Returns how long to wait
+-- (ms) before trying again: for a queued waiter the lock's PTTL (0 when it is
+-- free but someone else is first in line), for a new one the time until the
+-- waiter before it gives up.
+local function wait_in_line(lock, queue, deadlines, field, wait, now)
+    if redis.call('zscore', deadlines, field) ~= false then
+        return math.max(0, redis.call('pttl', lock))
+    end
+    local ttl
+    local last = redis.call('lindex', queue, -1)
+    local last_deadline = false
+    if last ~= false and last ~= field then
+        last_deadline = redis.call('zscore', deadlines, last)
+    end
+    if last_deadline ~= false then
+        ttl = tonumber(last_deadline) - now
+    else
+        ttl = redis.call('pttl', lock)
+    end
+    if redis.call('zadd', deadlines, ttl + tonumber(wait) + now, field) == 1 then
+        redis.call('rpush', queue, field)
+    end
+    return ttl
 end

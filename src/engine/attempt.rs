@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fred::interfaces::{HashesInterface, KeysInterface};
+use fred::interfaces::KeysInterface;
 use tokio::time::Instant;
 
 use crate::engine::hold::{Admit, Hold};
@@ -147,7 +147,7 @@ async fn acquire_locked(
             }
             Err(e) => {
                 engine.holds.retire_if_done(hold);
-                return Err(lock.wrong_type(e));
+                return Err(lock.acquire_error(e, hold.owner));
             }
         };
         if let (Grant::Acquired { .. }, Synced::Short { .. }) = (grant, synced) {
@@ -244,12 +244,8 @@ async fn resolve_acquire(
         name: lock.name.to_string(),
         cause: format!("{cause}; then {e}"),
     };
-    let redis = lock.engine.reader(&lock.name);
-    let count: Option<i64> = lock
-        .query(redis.hget(&*lock.name, field))
-        .await
-        .map_err(unknown)?;
-    let count = count.unwrap_or(0);
+    let redis = lock.engine.reader(lock.key());
+    let count = lock.count_on_redis(&redis, field).await.map_err(unknown)?;
     let ours = i64::from(hold.count());
     tracing::info!(lock = %lock.name, count, ours, "resolved an acquire whose reply was lost");
     if count == ours + 1 {
@@ -273,7 +269,7 @@ async fn resolve_acquire(
         // A re-entry that did not run: the lock is still ours alone.
         return Ok(Resolved::Free);
     }
-    let ttl: i64 = lock.query(redis.pttl(&*lock.name)).await.map_err(unknown)?;
+    let ttl: i64 = lock.query(redis.pttl(lock.key())).await.map_err(unknown)?;
     Ok(if ttl == -2 {
         Resolved::Free
     } else {

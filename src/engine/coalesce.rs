@@ -11,6 +11,21 @@
 //! caller its own reply. Below that, every script goes out on its own,
 //! unchanged: a lone caller, or a few, pay nothing.
 //!
+//! A batch must not hold Redis for long: every other client, Java included,
+//! waits while it runs. Only scripts whose work per call is bounded by what
+//! the call sends are batched, so a batch costs at most what its calls would
+//! cost sent one after the other, bounded by their size. A script that walks
+//! data already on Redis (a fair lock's queue, a read lock's holds, ended
+//! leases: `Script::walking`) costs what that data costs, whoever sent it:
+//! 256 fair-lock give-ups on a queue of 5000 blocked Redis for 1.5 s in one
+//! batch. Such a script always goes out on its own, and few of them are in
+//! flight per connection ([`Lane::walking`]): Redis runs every command it
+//! reads from a connection (up to 16 KiB of them) before it turns to another
+//! client, so walking scripts pipelined together would hold it for their sum
+//! just the same. Those of one lock go one at a time (a burst of give-ups on
+//! one queue, of read unlocks on one lock); those of different locks, at most
+//! [`WALKING_AT_ONCE`] at a time.
+//!
 //! What each call does on Redis is exactly what it would do alone, and it is
 //! still sent at most once: the batch has one attempt, and a lost batch
 //! reply is a lost reply for each of its calls, resolved by each as usual.
@@ -38,6 +53,17 @@ use crate::error::{Error, Result};
 /// Most calls in one batch; a larger queue goes out as several.
 const MOST_PER_BATCH: usize = 256;
 
+/// Most scripts that walk data in flight at once on one connection: Redis
+/// may run them back to back, so this bounds how long it serves nobody else
+/// for one connection's sake.
+const WALKING_AT_ONCE: usize = 16;
+
+/// Walking scripts of hash slots in one stripe (among them, every script of
+/// one lock) go out one at a time: a burst of them on one lock (waiters giving
+/// up at once, readers leaving at once) reaches Redis one by one, each after
+/// the previous one's reply, while other clients are served in between.
+const WALKING_STRIPES: usize = 256;
+
 /// Below this many calls awaiting a reply on a connection, a call that finds
 /// the queue empty goes out on its own. Batching adds a hand-over between
 /// tasks to each reply, which costs more than it saves until the client runs
@@ -56,6 +82,10 @@ pub(crate) struct Lane {
     /// Calls whose caller stopped waiting before they were sent.
     abandoned: Mutex<Vec<Arc<Pending>>>,
     any_abandoned: AtomicBool,
+    /// Walking scripts in flight on this connection ([`WALKING_AT_ONCE`]).
+    walking: tokio::sync::Semaphore,
+    /// One walking script in flight per stripe of hash slots.
+    walking_stripes: Box<[tokio::sync::Semaphore]>,
 }
 
 struct Queued {
@@ -110,6 +140,12 @@ impl Drop for Alone {
     }
 }
 
+/// A walking script's places on its connection, until its reply.
+pub(crate) struct Walking<'a> {
+    _stripe: tokio::sync::SemaphorePermit<'a>,
+    _any: tokio::sync::SemaphorePermit<'a>,
+}
+
 /// A caller waiting for its queued call's reply.
 pub(crate) struct Waiting {
     lane: Arc<Lane>,
@@ -143,7 +179,30 @@ impl Lane {
             in_flight: AtomicUsize::new(0),
             abandoned: Mutex::default(),
             any_abandoned: AtomicBool::new(false),
+            walking: tokio::sync::Semaphore::new(WALKING_AT_ONCE),
+            walking_stripes: (0..WALKING_STRIPES)
+                .map(|_| tokio::sync::Semaphore::new(1))
+                .collect(),
         })
+    }
+
+    /// Waits until a walking script of `slot` may go out on this connection:
+    /// none of its stripe awaits a reply, and fewer than [`WALKING_AT_ONCE`]
+    /// in all. The permits go with the call until its reply (or its caller's
+    /// leaving). Cancel safe: a caller that leaves while waiting sent nothing.
+    pub(crate) async fn walking(&self, slot: u16) -> Walking<'_> {
+        let closed = "the walking semaphores are never closed";
+        // The stripe first: a call never holds a place in the whole count
+        // while it waits for its stripe.
+        let stripe = self.walking_stripes[usize::from(slot) % WALKING_STRIPES]
+            .acquire()
+            .await
+            .expect(closed);
+        let any = self.walking.acquire().await.expect(closed);
+        Walking {
+            _stripe: stripe,
+            _any: any,
+        }
     }
 
     pub(crate) fn client(&self) -> &Client {
@@ -151,8 +210,13 @@ impl Lane {
     }
 
     /// Sends `call` on its own while few calls of this lane await a reply,
-    /// otherwise queues it for the batch of this scheduler tick.
+    /// or when its script walks data (never batched), otherwise queues it for
+    /// the batch of this scheduler tick.
     pub(crate) fn route(self: &Arc<Self>, call: ScriptCall, slot: u16) -> Route {
+        if !call.script.batches() {
+            self.in_flight.fetch_add(1, Ordering::AcqRel);
+            return Route::Alone(call, Alone(self.clone()));
+        }
         let mut queue = self.queue.lock();
         let in_flight = self.in_flight.fetch_add(1, Ordering::AcqRel);
         if queue.is_empty() && in_flight < ALONE_BELOW {

@@ -244,6 +244,17 @@ impl Holds {
             .collect()
     }
 
+    /// Every hold of `owner` of `kind` (any lock name).
+    pub(crate) fn of_owner(&self, kind: &'static dyn LockKind, owner: OwnerId) -> Vec<Arc<Hold>> {
+        let id = kind_key(kind);
+        self.map
+            .lock()
+            .iter()
+            .filter(|((k, _, o), _)| *k == id && *o == owner)
+            .map(|(_, hold)| hold.clone())
+            .collect()
+    }
+
     /// Every hold in the table.
     pub(crate) fn all(&self) -> Vec<Arc<Hold>> {
         self.map.lock().values().cloned().collect()

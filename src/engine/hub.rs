@@ -55,6 +55,10 @@ pub(crate) enum Wake {
     /// Redisson's LockPubSub: `0` wakes one waiter, `1` wakes every waiter,
     /// anything else is ignored.
     OneOrAll,
+    /// A lock message (`0` or `1`) wakes every waiter: the group lock's,
+    /// whose waiters want different values of one group, so that one
+    /// release may free what any of them waits for.
+    All,
     /// Redisson's SemaphorePubSub: a message `n` (the permits now available,
     /// or just released) wakes up to `n` waiters.
     UpTo,
@@ -68,6 +72,7 @@ impl Wake {
         match (self, crate::engine::script::as_i64(payload)) {
             (Wake::OneOrAll, Some(UNLOCK_MESSAGE)) => wake.notify_one(),
             (Wake::OneOrAll, Some(WAKE_ALL_MESSAGE)) => wake.notify_waiters(),
+            (Wake::All, Some(UNLOCK_MESSAGE | WAKE_ALL_MESSAGE)) => wake.notify_waiters(),
             (Wake::UpTo, Some(n)) if n > 0 => {
                 let n = usize::try_from(n).unwrap_or(usize::MAX).min(waiters);
                 for _ in 0..n {

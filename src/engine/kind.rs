@@ -27,6 +27,31 @@ pub(crate) trait LockKind: Send + Sync + 'static {
     /// kinds (`lock::tests` checks), one byte to keep a held lock small.
     fn id(&self) -> u8;
 
+    /// The Redis key the lock `lock` lives in, which its scripts' first key
+    /// and every key derived from it (the unlock latch, the hash slot) go
+    /// by. The lock's own name for every kind but the group lock, whose name
+    /// also lists its values (`group[value,...]`): one hold per value set.
+    fn key<'a>(&self, lock: &'a str) -> &'a str {
+        lock
+    }
+
+    /// The hash fields of [`LockKind::key`] that tell `field`'s hold count,
+    /// read together; [`LockKind::hold_count`] reads their values. By
+    /// default the owner's field itself, whose value is the count.
+    fn count_fields(&self, _lock: &str, field: &str) -> Vec<String> {
+        vec![field.to_string()]
+    }
+
+    /// `field`'s hold count from the values of [`LockKind::count_fields`];
+    /// 0 when not held.
+    fn hold_count(&self, _field: &str, values: &[Option<String>]) -> i64 {
+        values
+            .first()
+            .and_then(|v| v.as_deref())
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
     /// The hash field that identifies `owner` in the lock: Redisson's
     /// `lockName` (`<client-id>:<owner-id>`), with a suffix for some kinds.
     fn field(&self, client_id: &str, owner: OwnerId) -> String {
@@ -101,6 +126,16 @@ pub(crate) trait LockKind: Send + Sync + 'static {
     /// `<client-id>:<owner-id>` part.
     fn holder<'a>(&self, field: &'a str) -> Option<&'a str> {
         Some(field)
+    }
+
+    /// The error reply the acquire script gives an owner that already holds
+    /// the lock, for kinds that refuse re-entry (Redisson 4.4's
+    /// non-reentrant locks); `None` for kinds that re-enter. Such an
+    /// acquisition fails at once with [`crate::Error::AlreadyHeld`]; it is
+    /// refused before anything is sent when this client knows the owner
+    /// holds it.
+    fn reentry_refusal(&self) -> Option<&'static str> {
+        None
     }
 
     /// Checked before an acquisition by an owner that already holds other

@@ -223,7 +223,8 @@ impl Engine {
 
     /// Sends `call` once on the writer of `slot`: on its own when nothing
     /// else of that connection awaits a reply, otherwise in the batch of this
-    /// scheduler tick (see [`coalesce`]).
+    /// scheduler tick; a script that walks data always on its own, after the
+    /// connection's previous one was answered (see [`coalesce`]).
     async fn send(
         &self,
         slot: u16,
@@ -231,6 +232,13 @@ impl Engine {
         build: &(dyn Fn() -> ScriptCall + Sync),
     ) -> Result<Value> {
         let lane = self.lane_of_slot(slot);
+        // A script that walks data waits for a place among the few of them
+        // the connection may have in flight (see `coalesce`): Redis then
+        // serves other clients between them.
+        let _walking = match call.script.batches() {
+            true => None,
+            false => Some(lane.walking(slot).await),
+        };
         lane.after_abandoned().await;
         let timeout = self.config.timeout;
         match lane.route(call, slot) {

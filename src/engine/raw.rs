@@ -19,6 +19,10 @@ use crate::error::{Error, Result};
 use crate::lock::{Holder, Ttl, Unlocked};
 use crate::OwnerId;
 
+/// `lua/engine/delete.lua`: deletes an object's keys.
+static DELETE: std::sync::LazyLock<script::Script> =
+    std::sync::LazyLock::new(|| script::Script::new(include_str!("../../lua/engine/delete.lua")));
+
 /// One lock of one kind, as the engine sees it, and who acquires it: a
 /// fixed owner ([`RawLock::with_owner`]), else the owner of the enclosing
 /// scope of this lock, else a new owner per acquisition.
@@ -163,14 +167,7 @@ impl RawLock {
             .map_err(|e| self.wrong_type(e))?;
         let deleted = script::as_i64(&reply) == Some(1);
         if deleted {
-            // The whole hash is gone: every hold on it, of any kind. Holds
-            // still at zero may belong to an acquire in flight that runs
-            // after the delete and really takes the lock.
-            for hold in self.engine.holds.of_name(&self.name) {
-                if hold.count() > 0 {
-                    hold.lease.mark_gone();
-                }
-            }
+            self.mark_deleted();
         }
         if let crate::engine::replica_sync::Synced::Short { .. } = synced {
             return Err(self
@@ -179,6 +176,41 @@ impl RawLock {
                 .not_synced("force_unlock", &self.name, synced));
         }
         Ok(deleted)
+    }
+
+    /// Deletes `keys`, the lock's keys, whoever holds it and without a
+    /// message (Redisson's `delete()`: one `DEL`, sent once here). Returns
+    /// whether any of them existed.
+    pub(crate) async fn delete(&self, keys: Vec<String>) -> Result<bool> {
+        self.engine.ensure_open()?;
+        let call = || ScriptCall {
+            script: &DELETE,
+            keys: keys.clone(),
+            args: vec![],
+        };
+        let (reply, synced) = self.engine.write(call).await?;
+        let deleted = script::as_i64(&reply).is_some_and(|n| n > 0);
+        if deleted {
+            self.mark_deleted();
+        }
+        if let crate::engine::replica_sync::Synced::Short { .. } = synced {
+            return Err(self
+                .engine
+                .replica_sync
+                .not_synced("delete", &self.name, synced));
+        }
+        Ok(deleted)
+    }
+
+    /// The lock's hash is gone: every hold on it, of any kind, is lost.
+    /// Holds still at zero may belong to an acquire in flight that runs
+    /// after the delete and really takes the lock.
+    fn mark_deleted(&self) {
+        for hold in self.engine.holds.of_name(&self.name) {
+            if hold.count() > 0 {
+                hold.lease.mark_gone();
+            }
+        }
     }
 
     /// Whether the lock's key exists (`EXISTS`).
@@ -200,10 +232,31 @@ impl RawLock {
     pub(crate) async fn hold_count_of(&self, owner: OwnerId) -> Result<u32> {
         self.engine.ensure_open()?;
         let field = self.field_of(owner);
-        let count: Option<i64> = self
-            .query(self.engine.redis.hget(&*self.name, field))
-            .await?;
-        Ok(count.unwrap_or(0).clamp(0, u32::MAX as i64) as u32)
+        let count = self.count_on_redis(&self.engine.redis, &field).await?;
+        Ok(count.clamp(0, u32::MAX as i64) as u32)
+    }
+
+    /// `field`'s hold count on Redis, read through `redis` where and as the
+    /// kind says (`HGET <name> <field>` for every kind but the group lock).
+    pub(crate) async fn count_on_redis<C: HashesInterface + Sync>(
+        &self,
+        redis: &C,
+        field: &str,
+    ) -> Result<i64> {
+        let key = self.key();
+        let mut fields = self.kind.count_fields(&self.name, field);
+        let values: Vec<Option<String>> = if fields.len() == 1 {
+            let one = fields.pop().expect("one field");
+            vec![self.query(redis.hget(key, one)).await?]
+        } else {
+            self.query(redis.hmget(key, fields)).await?
+        };
+        Ok(self.kind.hold_count(field, &values))
+    }
+
+    /// The Redis key the lock lives in (its name, but for the group lock).
+    pub(crate) fn key(&self) -> &str {
+        self.kind.key(&self.name)
     }
 
     /// Every field of the lock's hash (`HGETALL`).
@@ -270,6 +323,38 @@ impl RawLock {
         call: impl Future<Output = std::result::Result<T, fred::error::Error>> + Send + 'a,
     ) -> impl Future<Output = Result<T>> + 'a {
         self.engine.query(call, |e| self.wrong_type(e))
+    }
+
+    /// Refuses, before anything is sent, a re-entry into a kind that does not
+    /// allow it, when this client knows `owner` holds the lock.
+    pub(crate) fn refuse_reentry(&self, owner: OwnerId) -> Result<()> {
+        if self.kind.reentry_refusal().is_none() {
+            return Ok(());
+        }
+        match self.engine.holds.get(self.kind, &self.name, owner) {
+            Some(hold) if hold.count() > 0 => Err(self.already_held(owner)),
+            _ => Ok(()),
+        }
+    }
+
+    fn already_held(&self, owner: OwnerId) -> Error {
+        Error::AlreadyHeld {
+            name: self.name.to_string(),
+            field: self.field_of(owner),
+        }
+    }
+
+    /// An acquire script's error, typed: a key of another type
+    /// ([`Error::WrongType`]), or the kind's refusal of a re-entry
+    /// ([`Error::AlreadyHeld`]; matched as a substring: Redis 7 prefixes a
+    /// script's error text with `ERR`, Redis 6 does not).
+    pub(crate) fn acquire_error(&self, e: Error, owner: OwnerId) -> Error {
+        match self.kind.reentry_refusal() {
+            Some(text) if e.reply().is_some_and(|reply| reply.contains(text)) => {
+                self.already_held(owner)
+            }
+            _ => self.wrong_type(e),
+        }
     }
 
     pub(crate) fn wrong_type(&self, e: Error) -> Error {

@@ -176,7 +176,7 @@ pub(crate) async fn send_unlock(
     let target = Target {
         operation: "unlock",
         name: &lock.name,
-        latch_key: naming::latch_name(&lock.name, request.id()),
+        latch_key: naming::latch_name(lock.key(), request.id()),
         replay_short: synced,
     };
     let sent = request

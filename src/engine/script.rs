@@ -24,6 +24,11 @@ pub(crate) struct Script {
     text: &'static str,
     /// The SHA-1 as a ready argument: cloning it shares its bytes.
     sha1: Value,
+    /// Whether one call's work can grow with data already on Redis (a fair
+    /// lock's queue, every read hold, every ended lease) rather than with
+    /// its own arguments. Such a script is never batched (see
+    /// `engine::coalesce`): a batch of them would hold Redis for the sum.
+    walks: bool,
     /// The same script run once per call of a batch, made when first needed.
     each: OnceLock<Box<Script>>,
 }
@@ -32,12 +37,30 @@ pub(crate) struct Script {
 const EACH: &str = include_str!("../../lua/engine/each.lua");
 
 impl Script {
+    /// A script whose work for one call is bounded by what the call sends
+    /// (its keys and arguments): it may be batched.
     pub(crate) fn new(text: &'static str) -> Self {
         Script {
             text,
             sha1: fred::util::sha1_hash(text).into(),
+            walks: false,
             each: OnceLock::new(),
         }
+    }
+
+    /// A script whose work for one call can grow with data on Redis (it
+    /// walks a queue, a hash's fields, a set of ended leases): always sent
+    /// on its own, never batched.
+    pub(crate) fn walking(text: &'static str) -> Self {
+        Script {
+            walks: true,
+            ..Script::new(text)
+        }
+    }
+
+    /// Whether calls of this script may go out in one batch.
+    pub(crate) fn batches(&self) -> bool {
+        !self.walks
     }
 
     /// This script wrapped to run once per call of a batch (see

@@ -14,15 +14,12 @@
 
 use std::sync::Arc;
 
-use fred::interfaces::HashesInterface;
-
 use crate::engine::hold::Hold;
 use crate::engine::kind::Patience;
 use crate::engine::lifecycle::Busy;
 use crate::engine::raw::RawLock;
 use crate::engine::release::{release_locked, send_unlock};
 use crate::engine::request::Request;
-use crate::error::Result;
 use crate::lock::Unlocked;
 use crate::OwnerId;
 
@@ -164,12 +161,12 @@ pub(crate) async fn give_back_untracked(lock: &RawLock, hold: &Arc<Hold>) {
     let engine = &lock.engine;
     let field = hold.field(&engine.id);
     // An abandoned acquire may still be queued for a batch: read after it.
-    engine.after_abandoned(&lock.name).await;
-    let count: Result<Option<i64>> = lock
-        .query(engine.reader(&lock.name).hget(&*lock.name, &field))
+    engine.after_abandoned(lock.key()).await;
+    let count = lock
+        .count_on_redis(&engine.reader(lock.key()), &field)
         .await;
     let extra = match count {
-        Ok(count) => count.unwrap_or(0) - i64::from(hold.count()),
+        Ok(count) => count - i64::from(hold.count()),
         Err(e) => {
             tracing::warn!(lock = %lock.name, error = %e, "could not check for untracked holds; any expire with their lease");
             0

@@ -175,6 +175,8 @@ async fn acquire_traced(
     trace: &mut AcquireTrace,
 ) -> Result<Option<Granted>> {
     let engine = &lock.engine;
+    // A refused re-entry fails at once, before any attempt or queue place.
+    lock.refuse_reentry(owner)?;
     let deadline = match patience {
         Patience::Once => {
             // One attempt, which may first wait a command's time for the

@@ -123,7 +123,7 @@ async fn renew_all_traced(engine: &Engine, span: &tracing::Span) {
     let mut groups: BTreeMap<(&'static str, u16), Vec<Arc<Hold>>> = BTreeMap::new();
     for hold in engine.holds.renewable() {
         let slot = if engine.slot_grouped {
-            crate::naming::slot(&hold.name)
+            crate::naming::slot(hold.kind.key(&hold.name))
         } else {
             0
         };

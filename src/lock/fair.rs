@@ -66,7 +66,15 @@ impl sealed::Sealed for Fair {
     }
 }
 
-impl Lock<Fair> {
+/// The kinds whose waiters wait in line, first come, first served:
+/// [`Fair`] ([`RFairLock`]) and [`crate::kind::NonReentrantFair`]
+/// ([`crate::RNonReentrantFairLock`]). Their locks share the queue, the
+/// deadlines and [`Lock::queue`] / [`Lock::delete`]. Sealed.
+pub trait Queued: Kind {}
+
+impl Queued for Fair {}
+
+impl<K: Queued> Lock<K> {
     /// The waiters in line, first first, as their fields
     /// (`<client-id>:<owner-id>`, Java or Rust).
     ///
@@ -101,6 +109,35 @@ impl Lock<Fair> {
             )
             .await
     }
+
+    /// Deletes the lock, its queue and its waiters' deadlines, whoever holds
+    /// it (Redisson's `delete()` of a fair lock: one `DEL` of the three
+    /// keys). Returns whether any of them existed. No message is published,
+    /// as in Redisson: waiters, Java or Rust, find out when their wait's
+    /// pause ends and try again (re-queueing). Holders in this client are
+    /// told at once (their guards are lost); others at their next renewal.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::Connection`] / [`crate::Error::Timeout`] (whether the
+    /// keys were deleted is then unknown); [`crate::Error::ReplicasNotSynced`]
+    /// when too few replicas confirmed it (it did happen on the primary).
+    ///
+    /// # Cancel safety
+    ///
+    /// Sent once; dropping the future does not stop it.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: redisson_lock::RFairLock) -> redisson_lock::Result<()> {
+    /// // Retire the payout lock for good: holder, line and deadlines all go.
+    /// if lock.delete().await? {
+    ///     println!("payouts lock deleted");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn delete(&self) -> Result<bool> {
+        self.raw.delete(keys(&self.raw.name)).await
+    }
 }
 
 /// The fair lock as the engine sees it.
@@ -109,10 +146,12 @@ struct FairKind;
 static FAIR: FairKind = FairKind;
 
 /// The fair scripts share a prelude (Lua scripts cannot include each other).
+/// Each walks the queue (the prelude drops the ended waiters at its head; a
+/// grant shortens every waiter's deadline), so none is ever batched.
 macro_rules! fair_script {
     ($file:literal) => {
         LazyLock::new(|| {
-            Script::new(concat!(
+            Script::walking(concat!(
                 include_str!("../../lua/fair/prelude.lua"),
                 include_str!(concat!("../../lua/fair/", $file))
             ))
@@ -120,15 +159,18 @@ macro_rules! fair_script {
     };
 }
 
+pub(super) use fair_script;
+
 static TRY_ACQUIRE: LazyLock<Script> = fair_script!("try_acquire.lua");
 static ACQUIRE: LazyLock<Script> = fair_script!("acquire.lua");
 static UNLOCK: LazyLock<Script> = fair_script!("unlock.lua");
 static FORCE_UNLOCK: LazyLock<Script> = fair_script!("force_unlock.lua");
+/// Walks the whole queue: never batched.
 static GIVE_UP: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/fair/give_up.lua")));
+    LazyLock::new(|| Script::walking(include_str!("../../lua/fair/give_up.lua")));
 
 /// The client's wall clock in ms, as Redisson passes `now` to the fair scripts.
-fn now_ms() -> i64 {
+pub(super) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
@@ -136,7 +178,7 @@ fn now_ms() -> i64 {
 
 /// The budget a waiter's queue deadline is counted with: its wait, or
 /// `fairLockWaitTimeout` when it waits without a limit.
-fn wait_ms(call: &Call) -> i64 {
+pub(super) fn wait_ms(call: &Call) -> i64 {
     let wait = match call.patience {
         Patience::For(wait) => wait,
         Patience::Once | Patience::Forever => call.engine.config.fair_lock_wait_timeout,
@@ -145,7 +187,7 @@ fn wait_ms(call: &Call) -> i64 {
 }
 
 /// The lock, its queue and its deadlines: the first keys of every fair script.
-fn keys(lock: &str) -> Vec<String> {
+pub(super) fn keys(lock: &str) -> Vec<String> {
     vec![
         lock.to_string(),
         naming::fair_queue_name(lock),
@@ -183,35 +225,11 @@ impl LockKind for FairKind {
     }
 
     fn unlock(&self, call: &Call, latch: &Latch) -> ScriptCall {
-        let mut keys = keys(call.lock);
-        keys.push(naming::channel_name(call.lock));
-        keys.push(latch.key.clone());
-        ScriptCall {
-            script: &UNLOCK,
-            keys,
-            args: vec![
-                UNLOCK_MESSAGE.into(),
-                call.lease_ms.into(),
-                call.field.into(),
-                now_ms().into(),
-                call.engine.publish_command.into(),
-                latch.ttl_ms.into(),
-            ],
-        }
+        unlock(call, latch)
     }
 
     fn force_unlock(&self, engine: &Engine, lock: &str) -> ScriptCall {
-        let mut keys = keys(lock);
-        keys.push(naming::channel_name(lock));
-        ScriptCall {
-            script: &FORCE_UNLOCK,
-            keys,
-            args: vec![
-                UNLOCK_MESSAGE.into(),
-                now_ms().into(),
-                engine.publish_command.into(),
-            ],
-        }
+        force_unlock(engine, lock)
     }
 
     fn renewal(&self) -> &'static dyn Renewal {
@@ -223,13 +241,55 @@ impl LockKind for FairKind {
     }
 
     fn give_up(&self, call: &Call) -> Option<ScriptCall> {
-        Some(ScriptCall {
-            script: &GIVE_UP,
-            keys: vec![
-                naming::fair_queue_name(call.lock),
-                naming::fair_timeout_name(call.lock),
-            ],
-            args: vec![call.field.into(), wait_ms(call).into()],
-        })
+        Some(give_up(call))
+    }
+}
+
+/// The fair unlock through the latch, telling the first waiter in line; also
+/// the non-reentrant fair lock's.
+pub(super) fn unlock(call: &Call, latch: &Latch) -> ScriptCall {
+    let mut keys = keys(call.lock);
+    keys.push(naming::channel_name(call.lock));
+    keys.push(latch.key.clone());
+    ScriptCall {
+        script: &UNLOCK,
+        keys,
+        args: vec![
+            UNLOCK_MESSAGE.into(),
+            call.lease_ms.into(),
+            call.field.into(),
+            now_ms().into(),
+            call.engine.publish_command.into(),
+            latch.ttl_ms.into(),
+        ],
+    }
+}
+
+/// The fair force unlock, telling the first waiter in line; also the
+/// non-reentrant fair lock's.
+pub(super) fn force_unlock(engine: &Engine, lock: &str) -> ScriptCall {
+    let mut keys = keys(lock);
+    keys.push(naming::channel_name(lock));
+    ScriptCall {
+        script: &FORCE_UNLOCK,
+        keys,
+        args: vec![
+            UNLOCK_MESSAGE.into(),
+            now_ms().into(),
+            engine.publish_command.into(),
+        ],
+    }
+}
+
+/// A waiter's leaving the queue (Redisson's `acquireFailed`); also the
+/// non-reentrant fair lock's.
+pub(super) fn give_up(call: &Call) -> ScriptCall {
+    ScriptCall {
+        script: &GIVE_UP,
+        keys: vec![
+            naming::fair_queue_name(call.lock),
+            naming::fair_timeout_name(call.lock),
+        ],
+        args: vec![call.field.into(), wait_ms(call).into()],
     }
 }

@@ -81,7 +81,9 @@ impl Lock<Fenced> {
     }
 
     /// The last token handed out, by any client (Redisson's `getToken`);
-    /// `None` before the first acquisition.
+    /// `None` before the first acquisition and after [`Lock::delete`], where
+    /// Java's `getToken` reads `0`. Like Redisson's, it neither checks nor
+    /// needs that the caller holds the lock.
     ///
     /// # Errors
     ///
@@ -104,6 +106,40 @@ impl Lock<Fenced> {
         self.raw.engine.ensure_open()?;
         let key = naming::token_name(&self.raw.name);
         self.raw.query(self.raw.engine.redis.get(key)).await
+    }
+
+    /// Deletes the lock and its token counter, whoever holds it (Redisson's
+    /// `delete()` of a fenced lock: one `DEL` of both keys). Returns whether
+    /// either existed. No message is published; holders in this client are
+    /// told at once (their guards are lost), others at their next renewal.
+    ///
+    /// The token sequence starts again at 1 afterwards, so tokens handed out
+    /// before the delete are no longer smaller than the next ones: a
+    /// resource that keeps the highest token it saw would refuse the new
+    /// holders. Delete a fenced lock only together with what it fences.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::Connection`] / [`crate::Error::Timeout`] (whether the
+    /// keys were deleted is then unknown); [`crate::Error::ReplicasNotSynced`]
+    /// when too few replicas confirmed it (it did happen on the primary).
+    ///
+    /// # Cancel safety
+    ///
+    /// Sent once; dropping the future does not stop it.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: redisson_lock::RFencedLock) -> redisson_lock::Result<()> {
+    /// // The ledger is being rebuilt from scratch: its lock and tokens go too.
+    /// if lock.delete().await? {
+    ///     assert_eq!(lock.token().await?, None);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn delete(&self) -> Result<bool> {
+        let name = self.raw.name.to_string();
+        let token = naming::token_name(&name);
+        self.raw.delete(vec![name, token]).await
     }
 }
 

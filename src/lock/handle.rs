@@ -20,7 +20,9 @@ use crate::OwnerId;
 /// The kinds of lock a [`Lock`] can be: [`crate::kind::Reentrant`]
 /// ([`crate::RLock`]), [`crate::kind::Fair`] ([`crate::RFairLock`]),
 /// [`crate::kind::Read`] and [`crate::kind::Write`] (the halves of an
-/// [`crate::RReadWriteLock`]). Sealed: each one is a Redisson protocol.
+/// [`crate::RReadWriteLock`]), [`crate::kind::Fenced`], [`crate::kind::Spin`],
+/// [`crate::kind::NonReentrant`] and [`crate::kind::NonReentrantFair`].
+/// Sealed: each one is a Redisson protocol.
 pub trait Kind: sealed::Sealed + Send + Sync + 'static {
     /// What an acquisition hands out: a [`crate::LockGuard`], or for the fenced
     /// lock a [`crate::FencedGuard`], which also carries its token.
@@ -185,30 +187,7 @@ impl<K: Kind> Lock<K> {
         F: FnOnce(crate::LostSignal) -> Fut,
         Fut: std::future::Future<Output = T>,
     {
-        if let Some(lease) = lease {
-            crate::engine::lease::lease_millis(lease, "lease")?;
-        }
-        let Some((held, _token)) = self.raw.acquire(lease, patience).await? else {
-            return Ok(None);
-        };
-        let guard = crate::LockGuard::new(held);
-        let lost = guard.lost_signal();
-        let outcome = {
-            let work = guard.scope(work(lost.clone()));
-            tokio::select! {
-                biased;
-                _ = lost.lost() => None,
-                value = work => Some(value),
-            }
-        };
-        let released = guard.unlock().await;
-        match (outcome, released) {
-            (Some(value), Ok(_)) => Ok(Some(value)),
-            (None, _) | (_, Err(crate::Error::LockLost { .. })) => Err(crate::Error::LockLost {
-                name: self.raw.name.to_string(),
-            }),
-            (Some(_), Err(e)) => Err(e),
-        }
+        run_raw(&self.raw, lease, patience, work).await
     }
 
     /// Waits as long as it takes, then holds the lock; the watchdog renews it
@@ -618,5 +597,43 @@ impl<K: Kind> std::fmt::Debug for Lock<K> {
             .field("name", &self.raw.name)
             .field("owner", &self.raw.fixed_owner())
             .finish()
+    }
+}
+
+/// Runs `work` under `raw`'s lock, acquired with `lease` and `patience`
+/// (see [`Lock::run`]); `None` when not acquired. Every lock object's `run`.
+pub(crate) async fn run_raw<F, Fut, T>(
+    raw: &RawLock,
+    lease: Option<Duration>,
+    patience: Patience,
+    work: F,
+) -> Result<Option<T>>
+where
+    F: FnOnce(crate::LostSignal) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    if let Some(lease) = lease {
+        crate::engine::lease::lease_millis(lease, "lease")?;
+    }
+    let Some((held, _token)) = raw.acquire(lease, patience).await? else {
+        return Ok(None);
+    };
+    let guard = crate::LockGuard::new(held);
+    let lost = guard.lost_signal();
+    let outcome = {
+        let work = guard.scope(work(lost.clone()));
+        tokio::select! {
+            biased;
+            _ = lost.lost() => None,
+            value = work => Some(value),
+        }
+    };
+    let released = guard.unlock().await;
+    match (outcome, released) {
+        (Some(value), Ok(_)) => Ok(Some(value)),
+        (None, _) | (_, Err(crate::Error::LockLost { .. })) => Err(crate::Error::LockLost {
+            name: raw.name.to_string(),
+        }),
+        (Some(_), Err(e)) => Err(e),
     }
 }

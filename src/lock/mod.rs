@@ -7,9 +7,11 @@
 pub(crate) mod acquire;
 pub(crate) mod fair;
 pub(crate) mod fenced;
+pub(crate) mod group;
 pub(crate) mod guard;
 pub(crate) mod handle;
 pub(crate) mod multi;
+pub(crate) mod non_reentrant;
 pub(crate) mod read_write;
 pub(crate) mod rlock;
 pub(crate) mod spin;
@@ -82,6 +84,9 @@ mod tests {
             super::read_write::Write::describe().0,
             super::fenced::Fenced::describe().0,
             super::spin::Spin::describe().0,
+            super::non_reentrant::NonReentrant::describe().0,
+            super::non_reentrant::NonReentrantFair::describe().0,
+            &super::group::GROUP,
         ];
         let ids: std::collections::BTreeSet<u8> = kinds.iter().map(|k| k.id()).collect();
         let names: std::collections::BTreeSet<&str> = kinds.iter().map(|k| k.name()).collect();

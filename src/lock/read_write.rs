@@ -252,9 +252,9 @@ static WRITE: WriteKind = WriteKind;
 static READ_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/rwlock/read_acquire.lua")));
 static READ_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/rwlock/read_unlock.lua")));
+    LazyLock::new(|| Script::walking(include_str!("../../lua/rwlock/read_unlock.lua")));
 static READ_RENEW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/rwlock/read_renew.lua")));
+    LazyLock::new(|| Script::walking(include_str!("../../lua/rwlock/read_renew.lua")));
 static READ_IS_LOCKED: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/rwlock/read_is_locked.lua")));
 static WRITE_ACQUIRE: LazyLock<Script> =

@@ -35,15 +35,18 @@ use crate::sync::semaphore::{flag, TRY_SET_PERMITS};
 static TRY_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/permit_expirable/try_acquire.lua")));
 static RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/permit_expirable/release.lua")));
+    LazyLock::new(|| Script::walking(include_str!("../../lua/permit_expirable/release.lua")));
 static COUNTS: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/permit_expirable/counts.lua")));
+    LazyLock::new(|| Script::walking(include_str!("../../lua/permit_expirable/counts.lua")));
 static SET_PERMITS: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/permit_expirable/set_permits.lua")));
 static ADD_PERMITS: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/permit_expirable/add_permits.lua")));
+/// Returns every ended lease first: never batched.
+static LEASE_TIME: LazyLock<Script> =
+    LazyLock::new(|| Script::walking(include_str!("../../lua/permit_expirable/lease_time.lua")));
 static UPDATE_LEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/permit_expirable/update_lease.lua")));
+    LazyLock::new(|| Script::walking(include_str!("../../lua/permit_expirable/update_lease.lua")));
 
 /// The score Redisson gives a lease that never ends.
 const NEVER: i64 = 922_337_203_685_477;
@@ -656,6 +659,60 @@ impl RPermitExpirableSemaphore {
             ))
             .await?;
         flag("update_lease", &reply)
+    }
+
+    /// How long permit `id`'s lease has left: `Some(left)`, or `None` for a
+    /// permit leased without an end (Redisson's `getLeaseTime`, which answers
+    /// `-1` for that). Ended leases are returned to the pool first, as by
+    /// every call of this object.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when `id` is not leased (released, its
+    /// lease ended, or never leased): Redisson's `IllegalArgumentException`
+    /// "Permit with id ... has already been released or doesn't exist";
+    /// [`Error::WrongType`]; connection errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: a read, but for returning ended leases, which any call
+    /// would do.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// let permit = slots.acquire(1, Some(Duration::from_secs(60))).await?;
+    /// if let Some(left) = slots.lease_time(permit.ids()[0]).await? {
+    ///     println!("render slot leased for {left:?} more");
+    /// }
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn lease_time(&self, id: PermitId) -> Result<Option<Duration>> {
+        let _busy = self.object.enter()?;
+        let reply = self
+            .object
+            .run(self.object.call(
+                &LEASE_TIME,
+                vec![self.name().into(), self.leases_key(), self.channel()],
+                vec![
+                    id.to_value(),
+                    NEVER.into(),
+                    now_ms().into(),
+                    self.object.engine.publish_command.into(),
+                ],
+            ))
+            .await?;
+        match script::as_i64(&reply) {
+            Some(-1) => Ok(None),
+            Some(left) if left > 0 => Ok(Some(Duration::from_millis(left as u64))),
+            Some(0) => Err(Error::InvalidArgument(format!(
+                "permit {id} of `{}` has already been released, its lease ended, or it does not exist",
+                self.name()
+            ))),
+            _ => Err(script::unexpected("lease_time", &reply)),
+        }
     }
 
     /// Deletes the semaphore and its leases (Redisson's `delete`: `DEL name

@@ -117,6 +117,19 @@ impl JavaPeer {
         .await
     }
 
+    /// A peer whose client encodes values with `codec` (`string`:
+    /// `StringCodec`; `default`: Redisson's default, `Kryo5Codec`), which is
+    /// what a group multi lock hashes its values with.
+    pub async fn start_with_codec(
+        profile: &str,
+        version: &str,
+        url: &str,
+        watchdog_ms: u64,
+        codec: &str,
+    ) -> JavaPeer {
+        Self::start_with(profile, version, url, watchdog_ms, &["--codec", codec]).await
+    }
+
     /// A peer on a cluster: `nodes` is a comma-separated list of
     /// `redis://host:port` addresses.
     pub async fn start_cluster(

@@ -43,8 +43,10 @@ import org.redisson.config.Config;
  * requests. EOF on stdin or {@code quit} shuts the Redisson client down and exits 0.
  *
  * <p>Only API present in both Redisson 3.16.4 and 4.x is used; the project is compiled
- * against both (Maven profiles redisson-3 / redisson-4). The one exception, the fenced lock
- * (Redisson >= 3.19), is called reflectively and answers UnsupportedOperationException on 3.16.4.
+ * against both (Maven profiles redisson-3 / redisson-4). The exceptions are called
+ * reflectively and answer UnsupportedOperationException where Redisson lacks them: the fenced
+ * lock (>= 3.19), the group multi lock (>= 3.38), getLeaseTime (>= 3.41) and the
+ * non-reentrant locks (>= 4.4).
  */
 public final class InteropPeer {
 
@@ -70,6 +72,7 @@ public final class InteropPeer {
         String sentinelMaster = null;
         long watchdogMs = 30_000L;
         long fairWaitMs = -1L;
+        String codec = null;
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
             try {
@@ -88,6 +91,9 @@ public final class InteropPeer {
                         break;
                     case "--fair-wait-ms":
                         fairWaitMs = Long.parseLong(args[++i]);
+                        break;
+                    case "--codec":
+                        codec = args[++i];
                         break;
                     case "--help":
                     case "-h":
@@ -115,6 +121,20 @@ public final class InteropPeer {
         try {
             Config config = new Config();
             config.setLockWatchdogTimeout(watchdogMs);
+            if (codec != null) {
+                // The client's default codec: what a group multi lock encodes its values with.
+                switch (codec) {
+                    case "string":
+                        config.setCodec(StringCodec.INSTANCE);
+                        break;
+                    case "default":
+                        break;
+                    default:
+                        usage("unknown codec " + codec + " (string or default)");
+                        System.exit(2);
+                        return;
+                }
+            }
             if (fairWaitMs >= 0) {
                 // fairLockWaitTimeout (Redisson >= 3.46), set reflectively so the
                 // peer still compiles against 3.16.4.
@@ -148,7 +168,7 @@ public final class InteropPeer {
         if (error != null) {
             System.err.println("interop-peer: " + error);
         }
-        System.err.println("usage: java -jar interop-peer-X.jar --url redis://HOST:PORT[,redis://HOST:PORT...] [--cluster | --sentinel MASTER] [--watchdog-ms N] [--fair-wait-ms N]");
+        System.err.println("usage: java -jar interop-peer-X.jar --url redis://HOST:PORT[,redis://HOST:PORT...] [--cluster | --sentinel MASTER] [--watchdog-ms N] [--fair-wait-ms N] [--codec string|default]");
     }
 
     private static String redissonVersion() {
@@ -378,11 +398,12 @@ public final class InteropPeer {
             "unlock", "NAME tid",
             "forceUnlock", "NAME",
             "isLocked", "NAME",
-            "isHeldByThread", "NAME tid");
+            "isHeldByThread", "NAME tid",
+            "delete", "NAME");
 
     /** The lock-kind prefixes lockFor accepts. */
     private static final java.util.Set<String> LOCK_KINDS =
-            java.util.Set.of("", "r", "w", "f", "s", "fenced", "multi");
+            java.util.Set.of("", "r", "w", "f", "s", "fenced", "multi", "nr", "nrf", "group");
 
     /**
      * Every lock command name, mapped to {prefix, op}: prefix + op after a one-letter prefix
@@ -415,6 +436,27 @@ public final class InteropPeer {
     private static final Method FENCED_TRY_LOCK_AND_GET_TOKEN = findMethod("org.redisson.RedissonFencedLock",
             "tryLockAndGetTokenAsync", long.class, long.class, TimeUnit.class, long.class);
     private static final Method FENCED_GET_TOKEN = findMethod("org.redisson.api.RFencedLock", "getToken");
+
+    /** RedissonClient.getNonReentrantLock(String) and getNonReentrantFairLock(String): 4.4+. */
+    private static final Method GET_NON_REENTRANT_LOCK =
+            findMethod("org.redisson.api.RedissonClient", "getNonReentrantLock", String.class);
+    private static final Method GET_NON_REENTRANT_FAIR_LOCK =
+            findMethod("org.redisson.api.RedissonClient", "getNonReentrantFairLock", String.class);
+    /** RedissonClient.getMultiLock(String group, Collection values): 3.38+. */
+    private static final Method GET_GROUP_MULTI_LOCK = findMethod("org.redisson.api.RedissonClient",
+            "getMultiLock", String.class, java.util.Collection.class);
+    /** RPermitExpirableSemaphore.getLeaseTimeAsync(String): 3.41+. */
+    private static final Method PES_LEASE_TIME_ASYNC = findMethod("org.redisson.api.RPermitExpirableSemaphoreAsync",
+            "getLeaseTimeAsync", String.class);
+
+    /** Invokes a method this Redisson may lack; UnsupportedOperationException when it does. */
+    private static Object since(Method m, String version, Object target, Object... args) throws Exception {
+        if (m == null) {
+            throw new UnsupportedOperationException("needs Redisson >= " + version + " (this peer runs "
+                    + redissonVersion() + ")");
+        }
+        return m.invoke(target, args);
+    }
 
     /** A public method looked up by name, or null when this Redisson version lacks it. */
     private static Method findMethod(String className, String name, Class<?>... params) {
@@ -454,6 +496,21 @@ public final class InteropPeer {
                 return redisson.getSpinLock(name);
             case "fenced":
                 return (RLock) fenced(GET_FENCED_LOCK, redisson, name);
+            case "nr":
+                return (RLock) since(GET_NON_REENTRANT_LOCK, "4.4", redisson, name);
+            case "nrf":
+                return (RLock) since(GET_NON_REENTRANT_FAIR_LOCK, "4.4", redisson, name);
+            case "group": {
+                // GROUP/v1,v2,...: getMultiLock(group, values), the values Strings encoded by
+                // the client's codec (--codec).
+                int slash = name.lastIndexOf('/');
+                if (slash < 0) {
+                    throw new IllegalArgumentException("a group lock is GROUP/value,value,...");
+                }
+                java.util.List<Object> values = new java.util.ArrayList<>(
+                        java.util.Arrays.asList((Object[]) name.substring(slash + 1).split(",", -1)));
+                return (RLock) since(GET_GROUP_MULTI_LOCK, "3.38", redisson, name.substring(0, slash), values);
+            }
             case "multi": {
                 String[] names = name.split(",", -1);
                 RLock[] locks = new RLock[names.length];
@@ -522,6 +579,17 @@ public final class InteropPeer {
             case "lock": {
                 long tid = Long.parseLong(p[3]);
                 long lease = Long.parseLong(p[4]);
+                if (prefix.equals("group")) {
+                    // RedissonFasterMultiLock's lockAsync(threadId) throws NullPointerException
+                    // and its lockAsync(lease, unit, threadId) never waits: wait with tryLock.
+                    if (lease <= 0) {
+                        throw new IllegalArgumentException("a group lock needs a LEASE here");
+                    }
+                    if (!Boolean.TRUE.equals(lock.tryLockAsync(600_000, lease, TimeUnit.MILLISECONDS, tid).get())) {
+                        throw new IllegalStateException("not acquired within 10 minutes");
+                    }
+                    return null;
+                }
                 if (lease < 0) {
                     lock.lockAsync(tid).get();
                 } else {
@@ -545,6 +613,9 @@ public final class InteropPeer {
                 return String.valueOf(lock.isLocked());
             case "isHeldByThread":
                 return String.valueOf(lock.isHeldByThread(Long.parseLong(p[3])));
+            case "delete":
+                // Not on RLock: on the implementation (RObject), as a Java service reaches it.
+                return String.valueOf(((org.redisson.api.RObject) lock).delete());
             default:
                 throw new IllegalArgumentException("unknown command");
         }
@@ -570,6 +641,7 @@ public final class InteropPeer {
             java.util.Map.entry("pesRelease", "NAME ID"),
             java.util.Map.entry("pesTryRelease", "NAME ID"),
             java.util.Map.entry("pesAvailable", "NAME"),
+            java.util.Map.entry("pesLeaseTime", "NAME ID"),
             java.util.Map.entry("latchTrySetCount", "NAME c"),
             java.util.Map.entry("latchCountDown", "NAME"),
             java.util.Map.entry("latchCount", "NAME"),
@@ -635,6 +707,10 @@ public final class InteropPeer {
                 return String.valueOf(pes.tryRelease(p[3]));
             case "pesAvailable":
                 return String.valueOf(pes.availablePermits());
+            case "pesLeaseTime":
+                // async + get: the sync getLeaseTime wraps the IllegalArgumentException of an
+                // unknown id in RedisException
+                return String.valueOf(((Future<?>) since(PES_LEASE_TIME_ASYNC, "3.41", pes, p[3])).get());
             default:
                 throw new IllegalArgumentException("unknown command");
         }

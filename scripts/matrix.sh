@@ -35,65 +35,102 @@ mkdir -p "$out"
 registry=$(bash scripts/servers.sh --registry "${only[@]}")
 features=redisson-lock/redisson-config,redisson-lock/metrics
 
-# What each row runs. Single server: every object family with its Redis
-# layout, live against the JVM (lock, read-write, fair, fenced, spin, multi,
-# semaphores, latch), and the CLI.
-single=(--test lock_state --test read_write --test fair --test fenced_spin --test multi_run
-        --test semaphore --test count_down_latch --test interop --test interop_sync)
+# What each row runs: test binaries of the workspace, by name.
+# Single server: every object family with its Redis layout, live against
+# the JVM (lock, read-write, fair, fenced, spin, multi, semaphores, latch),
+# and the CLI.
+single=(lock_state read_write fair fenced_spin multi_run semaphore count_down_latch interop interop_sync)
+cli=(cli ops)
 # A cluster (3 primaries with a replica each): sharded pub/sub where the
 # server has it, classic on Redis 6; JVM and Rust wake each other either way.
-cluster=(--test cluster --test interop_cluster)
-# Redis 6 lacks what three cluster tests use to look at the server, not the
-# client: INFO errorstats (6.2), CLUSTER ADDSLOTSRANGE (7.0) and sharded
-# channels that follow their slot (7.0); and the semaphore and latch test on
-# a cluster checks sharded subscribers.
-cluster_redis6=(--skip an_acquire_refused_with_moved --skip a_cluster_behind_one_address
-                --skip waiters_follow_their_shard_subscription --skip semaphores_and_latches_wake)
+cluster=(cluster interop_cluster)
+# Redis 6 lacks what four cluster tests use to look at the server, not the
+# client: INFO errorstats (6.2), CLUSTER ADDSLOTSRANGE (7.0), sharded
+# channels that follow their slot (7.0), sharded subscribers of semaphores.
+cluster_redis6_skip=(--skip an_acquire_refused_with_moved --skip a_cluster_behind_one_address
+                     --skip waiters_follow_their_shard_subscription --skip semaphores_and_latches_wake)
 # Sentinel: 1 primary, 2 replicas, 3 sentinels of the same server.
-sentinel=(--test sentinel)
+sentinel=(sentinel)
+# Servers run side by side, this many at a time (the tests mostly wait on
+# timers and servers, not on the two cores).
+jobs=${MATRIX_JOBS:-2}
 
 default_id=redis-7
 results=$out/results.tsv
-: > "$results.new"
 
-# Runs one scenario; records "id version scenario outcome seconds".
+# Builds every test binary once; then rows run them directly, several
+# servers at once (cargo would hold its build lock for each run).
+echo "matrix: building the test binaries"
+cargo test --locked --features "$features" -p redisson-lock -p redisson-lock-cli --tests --no-run \
+  --message-format=json 2>"$out/build.log" | python3 -c '
+import json, os, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and "test" in m["target"]["kind"]:
+        print(m["target"]["name"] + "\t" + m["executable"] + "\t" + os.path.dirname(m["manifest_path"]))
+' > "$out/binaries.tsv" || { cat "$out/build.log" >&2; exit 1; }
+binary_of() { awk -F'\t' -v n="$1" '$1 == n {print $2}' "$out/binaries.tsv"; }
+# Where cargo would run it: its package's directory.
+package_of() { awk -F'\t' -v n="$1" '$1 == n {print $3}' "$out/binaries.tsv"; }
+
+# Runs one scenario (test binaries, then libtest arguments after `--`);
+# records "id version scenario outcome seconds" in the server's own file.
 run() {
   local id=$1 version=$2 binary=$3 scenario=$4; shift 4
+  local tests=() args=() seen_dash=0
+  for a in "$@"; do
+    if [ "$a" = -- ]; then seen_dash=1; elif ((seen_dash)); then args+=("$a"); else tests+=("$a"); fi
+  done
   local started=$SECONDS log="$out/$id-$scenario.log" outcome=passed
-  printf 'matrix: %-10s %-8s %-9s ' "$id" "$version" "$scenario"
-  if ! REDIS_SERVER=$binary REDIS_SERVER_VERSION=$version \
-      cargo test --locked --features "$features" "$@" >"$log" 2>&1; then
-    outcome=failed
-  fi
+  : > "$log"
+  for t in "${tests[@]}"; do
+    local exe; exe=$(binary_of "$t")
+    [ -n "$exe" ] || { echo "matrix: no test binary $t" >>"$log"; outcome=failed; break; }
+    echo "== $t" >>"$log"
+    if ! (cd "$(package_of "$t")" && REDIS_SERVER=$binary REDIS_SERVER_VERSION=$version "$exe" "${args[@]}") >>"$log" 2>&1; then
+      outcome=failed
+    fi
+  done
   local took=$((SECONDS - started))
-  printf '%s in %ss\n' "$outcome" "$took"
-  printf '%s\t%s\t%s\t%s\t%s\n' "$id" "$version" "$scenario" "$outcome" "$took" >> "$results.new"
+  printf 'matrix: %-10s %-8s %-9s %s in %ss\n' "$id" "$version" "$scenario" "$outcome" "$took"
+  printf '%s\t%s\t%s\t%s\t%s\n' "$id" "$version" "$scenario" "$outcome" "$took" >> "$out/$id.results"
   if [ "$outcome" = failed ]; then
     grep -E "^(test .* FAILED|---- |thread .* panicked)" "$log" | head -20 >&2 || true
     echo "matrix: the whole log is $log" >&2
   fi
 }
 
-while IFS=$'\t' read -r id version binary; do
-  [ -n "$id" ] || continue
+# One server's rows, one after the other.
+rows() {
+  local id=$1 version=$2 binary=$3
+  : > "$out/$id.results"
   if [ "$id" = "$default_id" ]; then
-    printf '%s\t%s\t%s\t%s\t%s\n' "$id" "$version" single "whole suite" - >> "$results.new"
-  else
-    run "$id" "$version" "$binary" single "${single[@]}"
-    run "$id" "$version" "$binary" cli -p redisson-lock-cli --test cli --test ops
+    for scenario in single cluster sentinel; do
+      printf '%s\t%s\t%s\t%s\t%s\n' "$id" "$version" "$scenario" "whole suite" - >> "$out/$id.results"
+    done
+    return
   fi
+  run "$id" "$version" "$binary" single "${single[@]}"
+  run "$id" "$version" "$binary" cli "${cli[@]}"
   case "$id" in
     # The newest of each line, and Redis 6 (no sharded pub/sub).
     redis-8|valkey-8.1) run "$id" "$version" "$binary" cluster "${cluster[@]}" ;;
-    redis-6) run "$id" "$version" "$binary" cluster "${cluster[@]}" -- "${cluster_redis6[@]}" ;;
-    redis-7) printf '%s\t%s\t%s\t%s\t%s\n' "$id" "$version" cluster "whole suite" - >> "$results.new" ;;
+    redis-6) run "$id" "$version" "$binary" cluster "${cluster[@]}" -- "${cluster_redis6_skip[@]}" ;;
   esac
   case "$id" in
     valkey-8.0|valkey-8.1) run "$id" "$version" "$binary" sentinel "${sentinel[@]}" ;;
-    redis-7) printf '%s\t%s\t%s\t%s\t%s\n' "$id" "$version" sentinel "whole suite" - >> "$results.new" ;;
   esac
+}
+
+ids=()
+while IFS=$'\t' read -r id version binary; do
+  [ -n "$id" ] || continue
+  ids+=("$id")
+  while (($(jobs -rp | wc -l) >= jobs)); do wait -n || true; done
+  rows "$id" "$version" "$binary" &
 done <<< "$registry"
-mv "$results.new" "$results"
+wait
+for id in "${ids[@]}"; do cat "$out/$id.results"; done > "$results"
 
 # The table the docs show: one row per server, one column per topology.
 python3 - "$results" "$registry" > "$out/compat.md" <<'PY'

@@ -2,63 +2,14 @@
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
+mod support;
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
 use fred::prelude::*;
+use support::{cli, output, start_run};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
-
-fn cli(server_url: &str) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_redisson-lock"));
-    cmd.env("REDIS_URL", server_url)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    cmd
-}
-
-struct Output {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-async fn output(mut cmd: Command) -> Output {
-    let out = within("CLI exit", cmd.output()).await.unwrap();
-    let o = Output {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
-    assert!(!o.stderr.contains("panicked"), "{}", o.stderr);
-    o
-}
-
-/// Starts `run` with a shell command that prints `ready` once running.
-async fn start_run(
-    url: &str,
-    args: &[&str],
-    script: &str,
-) -> (
-    Child,
-    tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
-) {
-    let mut cmd = cli(url);
-    cmd.arg("run")
-        .args(args)
-        .args(["--", "sh", "-c", script])
-        .stdin(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = within("command started", lines.next_line()).await.unwrap();
-    assert_eq!(first.as_deref(), Some("ready"));
-    (child, lines)
-}
 
 #[tokio::test]
 async fn run_holds_the_lock_while_the_command_runs_and_returns_its_status() {

@@ -528,6 +528,28 @@ async fn slot_owners(c: &Client) -> Vec<(std::ops::RangeInclusive<u16>, u16)> {
     out
 }
 
+/// Three sentinels watching the primary on `primary_port` as `mymaster`
+/// (1 s to call a node down), with `extra` lines in their config files.
+async fn start_sentinels(dir: &Scratch, primary_port: u16, extra: &str) -> Vec<RedisServer> {
+    let mut sentinels = Vec::new();
+    for i in 0..3 {
+        let file = dir.0.join(format!("sentinel-{i}.conf"));
+        std::fs::write(
+            &file,
+            format!(
+                "sentinel monitor {SERVICE} 127.0.0.1 {primary_port} 2\n\
+                 sentinel down-after-milliseconds {SERVICE} 1000\n\
+                 sentinel failover-timeout {SERVICE} 5000\n\
+                 sentinel parallel-syncs {SERVICE} 2\n\
+                 {extra}\n"
+            ),
+        )
+        .unwrap();
+        sentinels.push(RedisServer::start_on_free_port(Some(file), &["--sentinel"]).await);
+    }
+    sentinels
+}
+
 /// One primary, two replicas and three sentinels watching them as `mymaster`.
 pub struct Sentinel {
     pub primary: RedisServer,
@@ -558,23 +580,7 @@ impl Sentinel {
             let args = [&["--replicaof", "127.0.0.1", &port][..], extra].concat();
             replicas.push(RedisServer::start_with(&args).await);
         }
-        let mut sentinels = Vec::new();
-        for i in 0..3 {
-            let file = dir.0.join(format!("sentinel-{i}.conf"));
-            std::fs::write(
-                &file,
-                format!(
-                    "sentinel monitor {SERVICE} 127.0.0.1 {} 2\n\
-                     sentinel down-after-milliseconds {SERVICE} 1000\n\
-                     sentinel failover-timeout {SERVICE} 5000\n\
-                     sentinel parallel-syncs {SERVICE} 2\n\
-                     {sentinel_conf}\n",
-                    primary.port
-                ),
-            )
-            .unwrap();
-            sentinels.push(RedisServer::start_on_free_port(Some(file), &["--sentinel"]).await);
-        }
+        let sentinels = start_sentinels(&dir, primary.port, sentinel_conf).await;
         let deployment = Sentinel {
             primary,
             replicas,
@@ -618,22 +624,7 @@ impl Sentinel {
         }
         let primary = nodes.remove(0);
         let replicas = nodes;
-        let mut sentinels = Vec::new();
-        for i in 0..3 {
-            let file = dir.0.join(format!("sentinel-{i}.conf"));
-            std::fs::write(
-                &file,
-                format!(
-                    "sentinel monitor {SERVICE} 127.0.0.1 {} 2\n\
-                     sentinel down-after-milliseconds {SERVICE} 1000\n\
-                     sentinel failover-timeout {SERVICE} 5000\n\
-                     sentinel parallel-syncs {SERVICE} 2\n",
-                    proxies[0].port
-                ),
-            )
-            .unwrap();
-            sentinels.push(RedisServer::start_on_free_port(Some(file), &["--sentinel"]).await);
-        }
+        let sentinels = start_sentinels(&dir, proxies[0].port, "").await;
         let deployment = Sentinel {
             primary,
             replicas,

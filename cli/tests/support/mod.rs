@@ -1,4 +1,4 @@
-//! Running the `redisson-lock` binary from the ops tests.
+//! Running the `redisson-lock` binary from the CLI tests.
 #![allow(dead_code)]
 
 use std::process::Stdio;

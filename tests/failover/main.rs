@@ -257,15 +257,17 @@ fn timeline(a: &Section, b: &Section, fault_us: i64) -> String {
     )
 }
 
+/// From the fault to the probe's first acquisition after the first refusal
+/// while the fault lasted (until the deployment was healthy again); 0 when
+/// the probe was never refused then.
 fn recovery_ms(episode: &Episode, probes: &[(i64, bool)]) -> f64 {
-    let after: Vec<&(i64, bool)> = probes
+    let Some(first_refused) = probes
         .iter()
-        .filter(|(t, _)| *t >= episode.started_us)
-        .collect();
-    let Some(first_refused) = after.iter().position(|(_, ok)| !ok) else {
+        .position(|(t, ok)| !ok && *t >= episode.started_us && *t <= episode.healed_us)
+    else {
         return 0.0;
     };
-    after[first_refused..]
+    probes[first_refused..]
         .iter()
         .find(|(_, ok)| *ok)
         .map_or(f64::NAN, |(t, _)| (t - episode.started_us) as f64 / 1000.0)

@@ -165,17 +165,7 @@ impl RawLock {
             .write(call)
             .await
             .map_err(|e| self.wrong_type(e))?;
-        let deleted = script::as_i64(&reply) == Some(1);
-        if deleted {
-            self.mark_deleted();
-        }
-        if let crate::engine::replica_sync::Synced::Short { .. } = synced {
-            return Err(self
-                .engine
-                .replica_sync
-                .not_synced("force_unlock", &self.name, synced));
-        }
-        Ok(deleted)
+        self.deleted("force_unlock", script::as_i64(&reply) == Some(1), synced)
     }
 
     /// Deletes `keys`, the lock's keys, whoever holds it and without a
@@ -190,6 +180,18 @@ impl RawLock {
         };
         let (reply, synced) = self.engine.write(call).await?;
         let deleted = script::as_i64(&reply).is_some_and(|n| n > 0);
+        self.deleted("delete", deleted, synced)
+    }
+
+    /// What a forced delete reports: the local holds are dropped once the
+    /// keys are gone, and a delete the replicas did not confirm is an error
+    /// even so (it happened on the primary and may be undone by a failover).
+    fn deleted(
+        &self,
+        operation: &'static str,
+        deleted: bool,
+        synced: crate::engine::replica_sync::Synced,
+    ) -> Result<bool> {
         if deleted {
             self.mark_deleted();
         }
@@ -197,7 +199,7 @@ impl RawLock {
             return Err(self
                 .engine
                 .replica_sync
-                .not_synced("delete", &self.name, synced));
+                .not_synced(operation, &self.name, synced));
         }
         Ok(deleted)
     }

@@ -156,42 +156,44 @@ impl Cluster {
     /// Waits until every node sees the cluster as ok, every primary has an
     /// online replica, and all nodes agree on who owns which slot.
     pub async fn await_healthy(&self) {
+        until("cluster healthy", || self.is_healthy()).await;
+    }
+
+    /// Whether the cluster is healthy now (see `await_healthy`).
+    pub async fn is_healthy(&self) -> bool {
         let ports: Vec<u16> = self.nodes.iter().map(|n| n.port).collect();
-        until("cluster healthy", || async {
-            let mut views = Vec::new();
-            for port in &ports {
-                let c = node_client(*port).await;
-                let ok = info_field_cluster(&c).await;
-                let view = slot_owners(&c).await;
-                let _ = c.quit().await;
-                if !ok {
-                    return false;
-                }
-                views.push(view);
-            }
-            if views.windows(2).any(|w| w[0] != w[1]) {
+        let mut views = Vec::new();
+        for port in &ports {
+            let c = node_client(*port).await;
+            let ok = info_field_cluster(&c).await;
+            let view = slot_owners(&c).await;
+            let _ = c.quit().await;
+            if !ok {
                 return false;
             }
-            for primary in self.primaries().await {
-                let c = node_client(primary).await;
-                let linked = info_field(&c, "replication", "connected_slaves").await;
-                let _ = c.quit().await;
-                if linked.as_deref() != Some(self.replicas.to_string().as_str()) {
-                    return false;
-                }
+            views.push(view);
+        }
+        if views.windows(2).any(|w| w[0] != w[1]) {
+            return false;
+        }
+        for primary in self.primaries().await {
+            let c = node_client(primary).await;
+            let linked = info_field(&c, "replication", "connected_slaves").await;
+            let _ = c.quit().await;
+            if linked.as_deref() != Some(self.replicas.to_string().as_str()) {
+                return false;
             }
-            for port in &ports {
-                let c = node_client(*port).await;
-                let role = info_field(&c, "replication", "role").await;
-                let link = info_field(&c, "replication", "master_link_status").await;
-                let _ = c.quit().await;
-                if role.as_deref() == Some("slave") && link.as_deref() != Some("up") {
-                    return false;
-                }
+        }
+        for port in &ports {
+            let c = node_client(*port).await;
+            let role = info_field(&c, "replication", "role").await;
+            let link = info_field(&c, "replication", "master_link_status").await;
+            let _ = c.quit().await;
+            if role.as_deref() == Some("slave") && link.as_deref() != Some("up") {
+                return false;
             }
-            true
-        })
-        .await;
+        }
+        true
     }
 
     /// `redis-cluster://` URL naming every node.
@@ -654,48 +656,51 @@ impl Sentinel {
     /// Waits until the primary has both replicas online and every sentinel
     /// knows both replicas and the other two sentinels.
     pub async fn await_healthy(&self) {
+        until("sentinel deployment healthy", || self.is_healthy()).await;
+    }
+
+    /// Whether the deployment is healthy now (see `await_healthy`). The
+    /// primary is asked for each time: it may change while this is awaited.
+    pub async fn is_healthy(&self) -> bool {
         let primary = self.primary_port().await;
-        until("sentinel deployment healthy", || async {
-            let c = node_client(primary).await;
-            // Connected is not enough: a replica waiting for its first sync
-            // counts as connected but acknowledges nothing.
-            let linked = info_field(&c, "replication", "connected_slaves").await;
-            let online = [
-                info_field(&c, "replication", "slave0").await,
-                info_field(&c, "replication", "slave1").await,
-            ]
-            .iter()
-            .all(|s| s.as_deref().is_some_and(|s| s.contains("state=online")));
+        let c = node_client(primary).await;
+        // Connected is not enough: a replica waiting for its first sync
+        // counts as connected but acknowledges nothing.
+        let linked = info_field(&c, "replication", "connected_slaves").await;
+        let online = [
+            info_field(&c, "replication", "slave0").await,
+            info_field(&c, "replication", "slave1").await,
+        ]
+        .iter()
+        .all(|s| s.as_deref().is_some_and(|s| s.contains("state=online")));
+        let _ = c.quit().await;
+        if linked.as_deref() != Some("2") || !online {
+            return false;
+        }
+        for s in &self.sentinels {
+            let c = node_client(s.port).await;
+            let master: Result<Vec<Value>, _> = c
+                .custom(
+                    CustomCommand::new_static("SENTINEL", ClusterHash::Random, false),
+                    vec!["MASTER", SERVICE],
+                )
+                .await;
             let _ = c.quit().await;
-            if linked.as_deref() != Some("2") || !online {
+            let Ok(fields) = master else { return false };
+            let get = |name: &str| {
+                fields
+                    .chunks(2)
+                    .find(|kv| kv[0].as_string().as_deref() == Some(name))
+                    .and_then(|kv| kv[1].as_string())
+            };
+            if get("num-slaves").as_deref() != Some("2")
+                || get("num-other-sentinels").as_deref() != Some("2")
+                || get("port").map(|p| p.parse::<u16>().ok()) != Some(Some(primary))
+            {
                 return false;
             }
-            for s in &self.sentinels {
-                let c = node_client(s.port).await;
-                let master: Result<Vec<Value>, _> = c
-                    .custom(
-                        CustomCommand::new_static("SENTINEL", ClusterHash::Random, false),
-                        vec!["MASTER", SERVICE],
-                    )
-                    .await;
-                let _ = c.quit().await;
-                let Ok(fields) = master else { return false };
-                let get = |name: &str| {
-                    fields
-                        .chunks(2)
-                        .find(|kv| kv[0].as_string().as_deref() == Some(name))
-                        .and_then(|kv| kv[1].as_string())
-                };
-                if get("num-slaves").as_deref() != Some("2")
-                    || get("num-other-sentinels").as_deref() != Some("2")
-                    || get("port").map(|p| p.parse::<u16>().ok()) != Some(Some(primary))
-                {
-                    return false;
-                }
-            }
-            true
-        })
-        .await;
+        }
+        true
     }
 
     /// `redis-sentinel://` URL naming every sentinel.

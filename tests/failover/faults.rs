@@ -124,10 +124,10 @@ impl Deployment {
         }
     }
 
-    pub async fn await_healthy(&self) {
+    async fn is_healthy(&self) -> bool {
         match self {
-            Deployment::Sentinel(s) => s.await_healthy().await,
-            Deployment::Cluster(c) => c.await_healthy().await,
+            Deployment::Sentinel(s) => s.is_healthy().await,
+            Deployment::Cluster(c) => c.is_healthy().await,
         }
     }
 
@@ -241,7 +241,14 @@ impl Deployment {
                 self.node(replica).thaw();
             }
         }
-        if tokio::time::timeout(Duration::from_secs(30), self.await_healthy())
+        // Polled here rather than with `await_healthy`, whose own hang guard
+        // would panic before the deployment could be described.
+        let healed = async {
+            while !self.is_healthy().await {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        if tokio::time::timeout(Duration::from_secs(30), healed)
             .await
             .is_err()
         {

@@ -308,7 +308,8 @@ fn print(cells: &[Cell]) {
 }
 
 /// The bounded form: every fault once on each deployment with the default
-/// quorum. No overlap may be silent, no token may go backwards.
+/// quorum. No overlap after a Rust holder may be silent; on the cluster no
+/// token a Rust client received may be handed out again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locks_stay_exclusive_or_signalled_through_failovers() {
     let mut cells = vec![];
@@ -327,7 +328,14 @@ async fn locks_stay_exclusive_or_signalled_through_failovers() {
             assert!(c.jvm_sections > 0, "{c:?}");
         }
         assert_eq!(c.silent, 0, "silent overlaps: {:#?}", c.timelines);
-        assert_eq!(c.token_regressions, 0, "{c:?}");
+        // A token confirmed by every replica the primary has cannot be lost
+        // by a failover: so on the cluster (one replica each, which the
+        // default quorum waits for). On Sentinel the default quorum is one
+        // replica of two, and Sentinel may promote the other: tokens can
+        // repeat there (the full run counts them; `all` has none).
+        if c.deployment == "cluster" {
+            assert_eq!(c.token_regressions, 0, "{c:?}");
+        }
         assert!(c.recovery_ms.iter().all(|r| r.is_finite()), "{c:?}");
     }
 }
@@ -342,6 +350,8 @@ async fn full_safety_run() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(5);
+    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/safety");
+    std::fs::create_dir_all(&out).unwrap();
     let mut cells = vec![];
     for quorum in [Quorum::Off, Quorum::Any, Quorum::All] {
         for make in [0, 1] {
@@ -353,13 +363,13 @@ async fn full_safety_run() {
             let faults = deployment.faults();
             cells.extend(run(&mut deployment, quorum, faults, episodes, true).await);
             print(&cells);
+            // Written as it goes: a run stopped later keeps what it measured.
+            std::fs::write(
+                out.join("results.partial.json"),
+                serde_json::to_string_pretty(&cells).unwrap(),
+            )
+            .unwrap();
         }
     }
-    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/safety");
-    std::fs::create_dir_all(&out).unwrap();
-    std::fs::write(
-        out.join("results.json"),
-        serde_json::to_string_pretty(&cells).unwrap(),
-    )
-    .unwrap();
+    std::fs::rename(out.join("results.partial.json"), out.join("results.json")).unwrap();
 }

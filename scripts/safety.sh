@@ -3,8 +3,9 @@
 # SAFETY_EPISODES times each (default 5), for every replica-quorum setting, on
 # a Sentinel and a Cluster deployment with Rust and JVM Redisson 4.7.0
 # clients; then the tables and the plot in docs/ are made from what ran.
-# About 25 minutes with the default 5 episodes. Needs redis-server and
-# redis-cli, java and maven (as .ci/run installs them) and python3.
+# About 40 minutes with the default 5 episodes (38 on a 2-core machine).
+# Needs redis-server and redis-cli, java and maven (as .ci/run installs
+# them) and python3.
 #
 #   bash scripts/safety.sh                 run, then write docs/safety.md's tables and plot
 #   bash scripts/safety.sh --report-only   only remake the docs from target/safety/results.json

@@ -50,10 +50,19 @@ for c in cells:
         err_rows.append(f"| {c['deployment']} | {QUORUM[c['quorum']]} | {errors(c)} |")
 err_table = "\n".join(err_rows) + "\n"
 
+# Every timeline is in the JSON; the page shows the first few of each row,
+# which with the check off are many of one shape.
+SHOWN = 5
 timelines = []
 for c in cells:
-    for t in c["timelines"]:
+    for t in c["timelines"][:SHOWN]:
         timelines.append(f"* {c['deployment']}, {c['fault']}, quorum {QUORUM[c['quorum']]}: {t}")
+    more = len(c["timelines"]) - SHOWN
+    if more > 0:
+        timelines.append(
+            f"* {c['deployment']}, {c['fault']}, quorum {QUORUM[c['quorum']]}: {more} more "
+            "(`timelines` in [safety-results.json](safety-results.json))"
+        )
 timeline_text = ("\n".join(timelines) if timelines else "None in this run.") + "\n"
 
 doc_path = f"{out}/safety.md"
@@ -67,11 +76,11 @@ open(doc_path, "w").write(doc)
 
 # The plot: overlaps per fault, one panel per deployment, one bar group per quorum.
 deployments = list(dict.fromkeys(c["deployment"] for c in cells))
-faults = list(dict.fromkeys(c["fault"] for c in cells))
 quorums = list(dict.fromkeys(c["quorum"] for c in cells))
 fig, axes = plt.subplots(1, len(deployments), figsize=(6 * len(deployments), 4.5), squeeze=False)
 width = 0.8 / len(quorums)
 for ax, dep in zip(axes[0], deployments):
+    faults = list(dict.fromkeys(c["fault"] for c in cells if c["deployment"] == dep))
     for k, q in enumerate(quorums):
         silent, signalled, jvm = [], [], []
         for f in faults:
@@ -89,6 +98,7 @@ for ax, dep in zip(axes[0], deployments):
                hatch="//")
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(faults))])
     ax.set_xticklabels(faults)
+    ax.set_ylim(bottom=0, top=max(ax.get_ylim()[1], 1))
     ax.set_ylabel("overlapping critical sections")
     ax.set_title(f"{dep}: overlaps per fault kind")
 axes[0][-1].legend(fontsize=7)

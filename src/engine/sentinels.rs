@@ -7,7 +7,8 @@
 //!   its run id. The answer with the newest configuration epoch names the
 //!   primary; the view is *settled* only when every sentinel that answered
 //!   agrees on it, none flags it (`failover_in_progress`, `s_down`,
-//!   `o_down`), and its run id is known. A sentinel that does not answer
+//!   `o_down`), and its run id is known (from the sentinels, or, while
+//!   they have not read it yet, from the node they name). A sentinel that does not answer
 //!   is left alone for a while (doubling up to 10 s), so one dead sentinel
 //!   does not slow every write.
 //! * **What they announce**: every sentinel publishes the steps of a
@@ -232,10 +233,21 @@ impl Sentinels {
                 None => "every sentinel failed recently".into(),
             }));
         };
-        let settled = !newest.run_id.is_empty()
-            && answered
-                .iter()
-                .all(|(_, a)| !a.flagged && a.epoch == newest.epoch && a.master == newest.master);
+        let agreed = answered
+            .iter()
+            .all(|(_, a)| !a.flagged && a.epoch == newest.epoch && a.master == newest.master);
+        let mut run_id = newest.run_id.clone();
+        if run_id.is_empty() && agreed {
+            // After a failover a sentinel learns the new primary's run id
+            // from its next INFO of it, up to 10 s later (Sentinel's INFO
+            // period), and until then nothing could be confirmed: the node
+            // the sentinels agree on is asked instead.
+            run_id = self
+                .primary_run_id(&newest.master)
+                .await
+                .unwrap_or_default();
+        }
+        let settled = !run_id.is_empty() && agreed;
         // A failover a sentinel announced before this poll, and that it
         // shows no more, is over even if its end message was missed.
         let mut announced = self.announced.lock();
@@ -246,7 +258,7 @@ impl Sentinels {
         }
         drop(announced);
         let view = View {
-            master_run_id: newest.run_id.clone(),
+            master_run_id: run_id,
             replicas: newest.replicas,
             settled,
             read_at: Instant::now(),
@@ -313,6 +325,35 @@ impl Sentinels {
                 Err(Error::from_redis(&e, self.timeout))
             }
         }
+    }
+
+    /// The run id of the node at `address`, if it answers that it is a
+    /// primary.
+    async fn primary_run_id(&self, (host, port): &(String, u16)) -> Option<String> {
+        let info = tokio::time::timeout(self.timeout, async {
+            let client = self.connect(host, *port).await.ok()?;
+            let info: Option<String> = client
+                .custom(
+                    CustomCommand::new_static("INFO", ClusterHash::Random, false),
+                    Vec::<Value>::new(),
+                )
+                .await
+                .ok();
+            let _ = client.quit().await;
+            info
+        })
+        .await
+        .ok()
+        .flatten()?;
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(|v| v.trim().to_string())
+        };
+        if field("role:").as_deref() != Some("master") {
+            return None;
+        }
+        field("run_id:").filter(|id| !id.is_empty())
     }
 
     async fn ask_connected(&self, client: &Client) -> Result<Answer> {

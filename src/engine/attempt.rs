@@ -78,13 +78,21 @@ pub(crate) async fn acquire_once(
             None => hold.ops.acquire().await,
         };
         let slot = slot.map_err(|_| Error::Shutdown)?;
-        match lock.engine.holds.admit(&hold) {
+        match lock.engine.holds.admit(&hold, lock.kind) {
             Admit::Yes => {}
             Admit::Retired => continue,
             Admit::Lost => {
                 return Err(Error::LockLost {
                     name: lock.name.to_string(),
                 })
+            }
+            Admit::Conflict(held) => {
+                return Err(Error::InvalidArgument(format!(
+                    "owner {owner} holds `{}` as a {} lock, and a {} lock of the same name                      writes the same hash field with another protocol (Redisson would                      overwrite the hold count, redisson#4023); release it first",
+                    lock.name,
+                    held.name(),
+                    lock.kind.name()
+                )))
             }
         }
         // Nothing has been sent yet; from here the slot belongs to this
@@ -180,7 +188,7 @@ async fn acquire_locked(
                 Ok(Attempt::Held(Some(Duration::ZERO)))
             }
             Grant::Acquired { token } => {
-                hold.on_acquired(sent_at, lease, watchdog);
+                hold.on_acquired(lock.kind, sent_at, lease, watchdog);
                 if synced == Synced::NotWaited && engine.replica_sync.is_enabled() {
                     // Resolved by reading the hold count: whether the
                     // replicas have it is unknown until the next confirmed
@@ -192,7 +200,7 @@ async fn acquire_locked(
                 let level = synced.level();
                 telemetry::acquired_at(lock.kind, level);
                 Ok(Attempt::Acquired(
-                    Held::new(lock.engine.clone(), hold.clone(), watchdog, level),
+                    Held::new(lock.engine.clone(), lock.kind, hold.clone(), watchdog, level),
                     token,
                 ))
             }

@@ -1,8 +1,14 @@
-//! The client's local record of the locks it holds: one [`Hold`] per
-//! (kind, lock name, owner), with the hold count, the lease mode and the lease
-//! state. The kind is part of the key: a read hold and a write hold of one
-//! owner on one read-write lock are two holds. The watchdog renews from this
-//! table; guards release through it.
+//! The client's local record of the locks it holds: one [`Hold`] per place
+//! an owner's hold count lives on Redis (lock name, owner, and the kind's
+//! [`CountPlace`]), with the hold count, the lease mode and the lease state.
+//!
+//! Holds are counted where Redis counts them, not per kind: an RLock, a fair
+//! lock, a fenced lock and a non-reentrant lock of one name all write the
+//! owner's field of the same hash, so one owner's holds of any of them are
+//! one hold with one count (Redisson's: `{T: 2}` after a non-reentrant lock
+//! and an RLock in one thread). A read hold and a write hold of one owner on
+//! one read-write lock are two holds (the write field has its own name).
+//! The watchdog renews from this table; guards release through it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,7 +17,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use crate::engine::kind::LockKind;
+use crate::engine::kind::{CountPlace, LockKind};
 use crate::engine::lease::LeaseState;
 use crate::engine::telemetry;
 use crate::OwnerId;
@@ -19,7 +25,6 @@ use crate::OwnerId;
 /// One owner's holds on one lock, as seen by this client. Kept small: the
 /// watchdog's table holds one per held lock.
 pub(crate) struct Hold {
-    pub(crate) kind: &'static dyn LockKind,
     pub(crate) name: Arc<str>,
     pub(crate) owner: OwnerId,
     pub(crate) lease: LeaseState,
@@ -31,9 +36,13 @@ pub(crate) struct Hold {
     state: Mutex<HoldState>,
 }
 
-#[derive(Default)]
 struct HoldState {
-    /// Holds this client believes it has (guards not yet released).
+    /// The kind whose renewal and release serve the hold: the kind of its
+    /// first acquisition (every kind sharing a count place renews the same
+    /// way, see [`Holds::entry`]).
+    kind: &'static dyn LockKind,
+    /// Holds this client believes it has (guards not yet released), of
+    /// every kind that counts in this place.
     count: u32,
     /// How many of them were taken without an explicit lease.
     watchdog_holds: u32,
@@ -46,9 +55,14 @@ struct HoldState {
 }
 
 impl Hold {
+    /// The kind that renews and releases this hold (see [`HoldState::kind`]).
+    pub(crate) fn kind(&self) -> &'static dyn LockKind {
+        self.state.lock().kind
+    }
+
     /// The owner's hash field, as its kind names it.
     pub(crate) fn field(&self, client_id: &str) -> String {
-        self.kind.field(client_id, self.owner)
+        self.kind().field(client_id, self.owner)
     }
 
     pub(crate) fn count(&self) -> u32 {
@@ -59,12 +73,21 @@ impl Hold {
         self.state.lock().retired
     }
 
-    /// Records a confirmed acquire sent at `sent_at`.
-    pub(crate) fn on_acquired(&self, sent_at: Instant, lease: Duration, watchdog: bool) {
+    /// Records a confirmed acquire of `kind` sent at `sent_at`.
+    pub(crate) fn on_acquired(
+        &self,
+        kind: &'static dyn LockKind,
+        sent_at: Instant,
+        lease: Duration,
+        watchdog: bool,
+    ) {
         let mut s = self.state.lock();
+        if s.count == 0 {
+            s.kind = kind;
+        }
         s.count += 1;
         if s.count == 1 {
-            telemetry::held(self.kind, true);
+            telemetry::held(s.kind, true);
         }
         if watchdog {
             s.watchdog_holds += 1;
@@ -87,7 +110,7 @@ impl Hold {
     pub(crate) fn on_released(&self, watchdog: bool) -> u32 {
         let mut s = self.state.lock();
         if s.count == 1 {
-            telemetry::held(self.kind, false);
+            telemetry::held(s.kind, false);
         }
         s.count = s.count.saturating_sub(1);
         if watchdog {
@@ -133,14 +156,12 @@ pub(crate) enum Admit {
     Retired,
     /// Lost while still held: re-entry is refused with `LockLost`.
     Lost,
+    /// Held as this kind, whose protocol on the same hash field differs.
+    Conflict(&'static dyn LockKind),
 }
 
-/// (kind, lock name, owner); the kind by its one-byte id.
-type HoldKey = (u8, Arc<str>, OwnerId);
-
-fn kind_key(kind: &'static dyn LockKind) -> u8 {
-    kind.id()
-}
+/// (count place, lock name, owner).
+type HoldKey = (CountPlace, Arc<str>, OwnerId);
 
 /// All holds of one client.
 #[derive(Default)]
@@ -149,8 +170,9 @@ pub(crate) struct Holds {
 }
 
 impl Holds {
-    /// The live hold of `owner` on `name` (of `kind`), created empty if there
-    /// is none. Take its `ops` slot, then [`Holds::admit`] it before use.
+    /// The live hold of `owner` where `kind` counts on `name`, created
+    /// empty if there is none: shared by every kind that counts in the same
+    /// place. Take its `ops` slot, then [`Holds::admit`] it before use.
     pub(crate) fn entry(
         &self,
         kind: &'static dyn LockKind,
@@ -159,24 +181,37 @@ impl Holds {
     ) -> Arc<Hold> {
         self.map
             .lock()
-            .entry((kind_key(kind), name.clone(), owner))
+            .entry((kind.count_place(), name.clone(), owner))
             .or_insert_with(|| {
                 Arc::new(Hold {
-                    kind,
                     name: name.clone(),
                     owner,
                     lease: LeaseState::new(),
                     ops: tokio::sync::Semaphore::new(1),
-                    state: Mutex::new(HoldState::default()),
+                    state: Mutex::new(HoldState {
+                        kind,
+                        count: 0,
+                        watchdog_holds: 0,
+                        explicit_lease_ms: 0,
+                        retired: false,
+                    }),
                 })
             })
             .clone()
     }
 
-    /// With the hold's `ops` lock taken: whether a new acquire may use it.
-    pub(crate) fn admit(&self, hold: &Arc<Hold>) -> Admit {
+    /// With the hold's `ops` lock taken: whether an acquire of `kind` may
+    /// use it.
+    pub(crate) fn admit(&self, hold: &Arc<Hold>, kind: &'static dyn LockKind) -> Admit {
         if hold.is_retired() {
             return Admit::Retired;
+        }
+        let held = hold.kind();
+        if hold.count() > 0 && held.renewal().name() != kind.renewal().name() {
+            // The read lock and the RLock write the same field of one hash
+            // with different protocols (Redisson's read acquire would
+            // overwrite the count, redisson#4023): refused, nothing sent.
+            return Admit::Conflict(held);
         }
         if hold.lease.is_lost() {
             if hold.count() > 0 {
@@ -191,7 +226,9 @@ impl Holds {
         Admit::Yes
     }
 
-    /// The live hold of `owner` on `name` (of `kind`), if this client has one.
+    /// The live hold of `owner` where `kind` counts on `name`, if this
+    /// client has one (it may have been taken through another kind that
+    /// counts in the same place).
     pub(crate) fn get(
         &self,
         kind: &'static dyn LockKind,
@@ -200,7 +237,7 @@ impl Holds {
     ) -> Option<Arc<Hold>> {
         self.map
             .lock()
-            .get(&(kind_key(kind), name.clone(), owner))
+            .get(&(kind.count_place(), name.clone(), owner))
             .cloned()
     }
 
@@ -216,8 +253,12 @@ impl Holds {
 
     fn retire(&self, hold: &Arc<Hold>) {
         let mut map = self.map.lock();
-        hold.state.lock().retired = true;
-        let key = (kind_key(hold.kind), hold.name.clone(), hold.owner);
+        let place = {
+            let mut s = hold.state.lock();
+            s.retired = true;
+            s.kind.count_place()
+        };
+        let key = (place, hold.name.clone(), hold.owner);
         if map.get(&key).is_some_and(|h| Arc::ptr_eq(h, hold)) {
             map.remove(&key);
         }
@@ -244,13 +285,13 @@ impl Holds {
             .collect()
     }
 
-    /// Every hold of `owner` of `kind` (any lock name).
+    /// Every hold of `owner` where `kind` counts (any lock name).
     pub(crate) fn of_owner(&self, kind: &'static dyn LockKind, owner: OwnerId) -> Vec<Arc<Hold>> {
-        let id = kind_key(kind);
+        let place = kind.count_place();
         self.map
             .lock()
             .iter()
-            .filter(|((k, _, o), _)| *k == id && *o == owner)
+            .filter(|((p, _, o), _)| *p == place && *o == owner)
             .map(|(_, hold)| hold.clone())
             .collect()
     }

@@ -23,10 +23,6 @@ pub(crate) trait LockKind: Send + Sync + 'static {
     /// Short name, for logs.
     fn name(&self) -> &'static str;
 
-    /// Tells holds of different kinds apart in the hold table; unique among
-    /// kinds (`lock::tests` checks), one byte to keep a held lock small.
-    fn id(&self) -> u8;
-
     /// The Redis key the lock `lock` lives in, which its scripts' first key
     /// and every key derived from it (the unlock latch, the hash slot) go
     /// by. The lock's own name for every kind but the group lock, whose name
@@ -50,6 +46,13 @@ pub(crate) trait LockKind: Send + Sync + 'static {
             .and_then(|v| v.as_deref())
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(0)
+    }
+
+    /// Where this kind keeps an owner's hold count: kinds with the same
+    /// place write the same field of the same hash for one lock name and
+    /// owner, so the client counts their holds together, as Redis does.
+    fn count_place(&self) -> CountPlace {
+        CountPlace::OwnerField
     }
 
     /// The hash field that identifies `owner` in the lock: Redisson's
@@ -144,6 +147,20 @@ pub(crate) trait LockKind: Send + Sync + 'static {
     fn refuse(&self, _engine: &Engine, _lock: &str, _owner: OwnerId) -> Option<crate::Error> {
         None
     }
+}
+
+/// Where a kind keeps an owner's hold count on Redis (see
+/// [`LockKind::count_place`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum CountPlace {
+    /// The owner's field `<client-id>:<owner-id>` of the hash named after the
+    /// lock: RLock, fair, fenced, spin, the non-reentrant locks, and the
+    /// read lock (whose protocol differs; see `Holds::admit`).
+    OwnerField,
+    /// The write lock's `<client-id>:<owner-id>:write`.
+    WriteField,
+    /// A group lock's per-value fields, for the value set in its name.
+    GroupValues,
 }
 
 /// What an acquire attempt's reply said.

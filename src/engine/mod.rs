@@ -300,7 +300,7 @@ impl Engine {
             }
         }
         for hold in self.holds.all() {
-            let lock = raw::RawLock::new(self.clone(), hold.kind, &hold.name);
+            let lock = raw::RawLock::new(self.clone(), hold.kind(), &hold.name);
             while hold.count() > 0 && !hold.is_retired() {
                 let watchdog = hold.next_release_is_watchdog();
                 if release::release(&lock, &hold, watchdog).await.is_err() {

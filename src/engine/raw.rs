@@ -48,11 +48,11 @@ impl RawLock {
         }
     }
 
-    /// The lock a hold is of.
-    pub(crate) fn of_hold(engine: Arc<Engine>, hold: &Hold) -> Self {
+    /// The lock of `kind` a hold is of.
+    pub(crate) fn of_hold(engine: Arc<Engine>, kind: &'static dyn LockKind, hold: &Hold) -> Self {
         RawLock {
             engine,
-            kind: hold.kind,
+            kind,
             name: hold.name.clone(),
             owner: None,
             backoff: None,
@@ -386,6 +386,9 @@ impl std::fmt::Debug for RawLock {
 /// and owner): a client may keep many thousands.
 pub(crate) struct Held {
     engine: Arc<Engine>,
+    /// The kind this hold was taken as, whose unlock releases it (the hold
+    /// may count other kinds' holds of the same field too).
+    kind: &'static dyn LockKind,
     hold: Arc<Hold>,
     watchdog: bool,
     /// What the replicas confirmed of the acquisition.
@@ -396,12 +399,14 @@ pub(crate) struct Held {
 impl Held {
     pub(crate) fn new(
         engine: Arc<Engine>,
+        kind: &'static dyn LockKind,
         hold: Arc<Hold>,
         watchdog: bool,
         safety: SafetyLevel,
     ) -> Self {
         Held {
             engine,
+            kind,
             hold,
             watchdog,
             safety,
@@ -424,7 +429,7 @@ impl Held {
 
     /// The lock this hold is of, as the engine sees it.
     fn lock(&self) -> RawLock {
-        RawLock::of_hold(self.engine.clone(), &self.hold)
+        RawLock::of_hold(self.engine.clone(), self.kind, &self.hold)
     }
 
     pub(crate) fn name(&self) -> &str {
@@ -436,7 +441,7 @@ impl Held {
     }
 
     pub(crate) fn field(&self) -> String {
-        self.hold.field(&self.engine.id)
+        self.kind.field(&self.engine.id, self.hold.owner)
     }
 
     /// Runs `work` so that acquisitions of this lock name through this
@@ -472,7 +477,7 @@ impl Held {
     /// to `lease`. Returns whether Redis still had it.
     pub(crate) async fn set_lease(&self, lease: Duration) -> Result<bool> {
         let lease_ms = crate::engine::lease::lease_millis(lease, "lease")?;
-        let renewal = self.hold.kind.renewal();
+        let renewal = self.hold.kind().renewal();
         let (call, _) = renewal.batch(&self.engine, std::slice::from_ref(&self.hold), lease_ms);
         let sent_at = tokio::time::Instant::now();
         let (reply, _) = self.engine.write(|| call.clone()).await?;

@@ -110,7 +110,7 @@ pub(crate) fn release_span(hold: &Hold) -> Span {
         "release",
         lock = &*hold.name,
         owner = hold.owner.get(),
-        kind = hold.kind.name(),
+        kind = hold.kind().name(),
         outcome = Empty,
     )
 }
@@ -156,11 +156,11 @@ pub(crate) fn lost(hold: &Hold, reason: &'static str) {
         target: "redisson_lock",
         lock = &*hold.name,
         owner = hold.owner.get(),
-        kind = hold.kind.name(),
+        kind = hold.kind().name(),
         reason,
         "lock lost"
     );
-    metrics::lost(hold.kind.name(), reason);
+    metrics::lost(hold.kind().name(), reason);
 }
 
 /// An acquisition was confirmed to `level`; recorded on the current span
@@ -188,11 +188,11 @@ pub(crate) fn at_risk(hold: &Hold, reason: &'static str) {
         target: "redisson_lock",
         lock = &*hold.name,
         owner = hold.owner.get(),
-        kind = hold.kind.name(),
+        kind = hold.kind().name(),
         reason,
         "lock at risk"
     );
-    metrics::at_risk(hold.kind.name(), reason);
+    metrics::at_risk(hold.kind().name(), reason);
 }
 
 /// A hold count went from 0 to 1 (`true`) or from 1 to 0 (`false`).

@@ -123,12 +123,12 @@ async fn renew_all_traced(engine: &Engine, span: &tracing::Span) {
     let mut groups: BTreeMap<(&'static str, u16), Vec<Arc<Hold>>> = BTreeMap::new();
     for hold in engine.holds.renewable() {
         let slot = if engine.slot_grouped {
-            crate::naming::slot(hold.kind.key(&hold.name))
+            crate::naming::slot(hold.kind().key(&hold.name))
         } else {
             0
         };
         groups
-            .entry((hold.kind.renewal().name(), slot))
+            .entry((hold.kind().renewal().name(), slot))
             .or_default()
             .push(hold);
     }
@@ -217,7 +217,7 @@ async fn renew_batch(engine: &Engine, holds: &[Arc<Hold>]) -> CycleStats {
     let holds = &holds[..];
     let lease = engine.config.lock_watchdog_timeout;
     let lease_ms = lease.as_millis() as i64;
-    let (call, entries) = holds[0].kind.renewal().batch(engine, holds, lease_ms);
+    let (call, entries) = holds[0].kind().renewal().batch(engine, holds, lease_ms);
     let sent_at = Instant::now();
     cycle.scripts += 1;
     let at_risk = |reason| {

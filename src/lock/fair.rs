@@ -200,10 +200,6 @@ impl LockKind for FairKind {
         "fair"
     }
 
-    fn id(&self) -> u8 {
-        2
-    }
-
     fn channel(&self, lock: &str, field: &str) -> Option<String> {
         Some(naming::fair_waiter_channel(lock, field))
     }

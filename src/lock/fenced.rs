@@ -267,10 +267,6 @@ impl LockKind for FencedKind {
         "fenced"
     }
 
-    fn id(&self) -> u8 {
-        5
-    }
-
     fn channel(&self, lock: &str, _field: &str) -> Option<String> {
         Some(naming::channel_name(lock))
     }

@@ -560,12 +560,12 @@ impl LockKind for GroupKind {
         "group"
     }
 
-    fn id(&self) -> u8 {
-        9
-    }
-
     fn key<'a>(&self, lock: &'a str) -> &'a str {
         lock.rfind('[').map_or(lock, |open| &lock[..open])
+    }
+
+    fn count_place(&self) -> crate::engine::kind::CountPlace {
+        crate::engine::kind::CountPlace::GroupValues
     }
 
     /// The first value's owner, end and count: the count, while that

@@ -140,10 +140,6 @@ impl LockKind for NonReentrantKind {
         "non-reentrant"
     }
 
-    fn id(&self) -> u8 {
-        7
-    }
-
     fn channel(&self, lock: &str, _field: &str) -> Option<String> {
         Some(naming::channel_name(lock))
     }
@@ -176,10 +172,6 @@ impl LockKind for NonReentrantKind {
 impl LockKind for NonReentrantFairKind {
     fn name(&self) -> &'static str {
         "non-reentrant-fair"
-    }
-
-    fn id(&self) -> u8 {
-        8
     }
 
     fn channel(&self, lock: &str, field: &str) -> Option<String> {

@@ -278,10 +278,6 @@ impl LockKind for ReadKind {
         "read"
     }
 
-    fn id(&self) -> u8 {
-        3
-    }
-
     fn channel(&self, lock: &str, _field: &str) -> Option<String> {
         Some(naming::rwlock_channel_name(lock))
     }
@@ -346,8 +342,8 @@ impl LockKind for WriteKind {
         "write"
     }
 
-    fn id(&self) -> u8 {
-        4
+    fn count_place(&self) -> crate::engine::kind::CountPlace {
+        crate::engine::kind::CountPlace::WriteField
     }
 
     fn field(&self, client_id: &str, owner: OwnerId) -> String {
@@ -404,7 +400,7 @@ impl LockKind for WriteKind {
         let reading = engine
             .holds
             .get(&READ, &Arc::from(lock), owner)
-            .is_some_and(|hold| hold.count() > 0);
+            .is_some_and(|hold| hold.count() > 0 && hold.kind().name() == READ.name());
         reading.then(|| {
             Error::InvalidArgument(format!(
                 "owner {owner} holds the read lock of `{lock}` and asks for its write lock: a \

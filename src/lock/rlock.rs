@@ -76,10 +76,6 @@ impl LockKind for ReentrantKind {
         "lock"
     }
 
-    fn id(&self) -> u8 {
-        1
-    }
-
     fn channel(&self, lock: &str, _field: &str) -> Option<String> {
         Some(naming::channel_name(lock))
     }

@@ -79,10 +79,6 @@ impl LockKind for SpinKind {
         "spin"
     }
 
-    fn id(&self) -> u8 {
-        6
-    }
-
     fn channel(&self, _lock: &str, _field: &str) -> Option<String> {
         None
     }

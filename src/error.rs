@@ -94,27 +94,27 @@ pub enum Error {
         /// Why it could not be resolved.
         cause: String,
     },
-    /// Too few replicas confirmed a lock write within `slavesSyncTimeout`
-    /// (Redisson's `NoSyncedSlavesException`), on every attempt. An acquire
-    /// was undone before this is returned; an unlock or force-unlock did
-    /// happen on the primary but may be lost if it fails over now.
-    #[error(
-        "lock `{name}`: {operation} reached {acked} of {known} replicas ({connected} connected); {required} required"
-    )]
+    /// Too few of the replicas a failover could promote confirmed a lock
+    /// write within `slavesSyncTimeout` (Redisson's
+    /// `NoSyncedSlavesException`), or none could because a failover was
+    /// under way (`unsettled`). An acquire was undone before this is
+    /// returned; an unlock or force-unlock did happen on the primary but may
+    /// be lost if it fails over now.
+    #[error("lock `{name}`: {operation} {}", not_synced_text(*acked, *required, *promotable, unsettled.as_deref()))]
     ReplicasNotSynced {
         /// What was sent (acquire, unlock, force_unlock).
         operation: &'static str,
         /// Lock name.
         name: String,
-        /// Replicas that confirmed on the last attempt.
-        acked: i64,
-        /// Replicas the deployment knows the primary has (and does not
-        /// consider down).
-        known: i64,
-        /// Replicas connected to the primary at that moment.
-        connected: i64,
-        /// What the quorum asked for (`>= 1`, `all`, or a number).
-        required: String,
+        /// Promotable replicas that confirmed on the last attempt.
+        acked: u32,
+        /// Promotable replicas the quorum required.
+        required: u32,
+        /// Replicas a failover could promote, in the deployment's view.
+        promotable: u32,
+        /// Why no write could be confirmed at all, when so (a failover
+        /// under way, the primary not agreed on yet).
+        unsettled: Option<String>,
     },
     /// The deployment is failing over: after moving to the node the
     /// deployment names, the client still did not reach a primary. Nothing
@@ -124,6 +124,16 @@ pub enum Error {
     /// The client was shut down.
     #[error("the client is shut down")]
     Shutdown,
+}
+
+/// The text of [`Error::ReplicasNotSynced`].
+fn not_synced_text(acked: u32, required: u32, promotable: u32, unsettled: Option<&str>) -> String {
+    match unsettled {
+        Some(why) => format!("not confirmed by replicas: {why}"),
+        None => format!(
+            "reached {acked} of the {promotable} replicas a failover could promote; {required} required"
+        ),
+    }
 }
 
 // fred's texts the classification depends on; pinned by the tests below.

@@ -98,6 +98,7 @@ mod lock;
 pub mod naming;
 mod owner;
 mod sync;
+mod topology;
 
 /// The README's examples, compiled as doc tests.
 #[cfg(doctest)]

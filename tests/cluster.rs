@@ -268,14 +268,20 @@ async fn an_acquire_no_replica_confirms_is_undone_and_refused() {
         Error::ReplicasNotSynced {
             operation,
             acked,
-            connected,
+            required,
+            promotable,
             ..
         } => {
-            assert_eq!((*operation, *acked, *connected), ("acquire", 0, 1));
+            assert_eq!(
+                (*operation, *acked, *required, *promotable),
+                ("acquire", 0, 1, 1)
+            );
         }
         other => panic!("expected ReplicasNotSynced, got {other:?}"),
     }
-    assert!(refused.to_string().contains("reached 0 of 1 replicas"));
+    assert!(refused
+        .to_string()
+        .contains("reached 0 of the 1 replicas a failover could promote"));
     // Both attempts were undone: nothing is held on the primary.
     assert!(!lock.is_locked().await.unwrap());
     assert_eq!(client.held_locks(), 0);

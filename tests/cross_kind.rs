@@ -28,17 +28,31 @@ async fn outer_survives(
     outer: LockGuard,
     field: &str,
 ) {
-    assert_eq!(count(raw, name, field).await.as_deref(), Some("1"), "{name}");
+    assert_eq!(
+        count(raw, name, field).await.as_deref(),
+        Some("1"),
+        "{name}"
+    );
     let other = client.lock(name).unwrap();
-    assert!(other.try_lock().await.unwrap().is_none(), "{name}: excluded");
+    assert!(
+        other.try_lock().await.unwrap().is_none(),
+        "{name}: excluded"
+    );
     // A whole watchdog cycle later it is still held and renewed.
     let mut updates = client.watchdog_updates();
     let cycles = updates.borrow().cycles;
-    within("a watchdog cycle", updates.wait_for(|s| s.cycles > cycles + 1))
-        .await
-        .unwrap();
+    within(
+        "a watchdog cycle",
+        updates.wait_for(|s| s.cycles > cycles + 1),
+    )
+    .await
+    .unwrap();
     assert!(!outer.is_lost(), "{name}: the outer hold is not lost");
-    assert_eq!(count(raw, name, field).await.as_deref(), Some("1"), "{name}");
+    assert_eq!(
+        count(raw, name, field).await.as_deref(),
+        Some("1"),
+        "{name}"
+    );
     assert_eq!(outer.unlock().await.unwrap(), Unlocked::Released, "{name}");
     let left: i64 = raw.exists(name).await.unwrap();
     assert_eq!(left, 0, "{name}: released by the outer unlock");
@@ -164,10 +178,17 @@ async fn a_read_lock_over_the_same_owners_rlock_is_refused_and_sends_nothing() {
         .unwrap();
     let field = held.field();
     let scripts = command_calls(&raw, "evalsha").await + command_calls(&raw, "eval").await;
-    let read = client.read_write_lock(name).unwrap().with_owner(owner).read();
+    let read = client
+        .read_write_lock(name)
+        .unwrap()
+        .with_owner(owner)
+        .read();
     match read.try_lock().await {
         Err(Error::InvalidArgument(why)) => assert!(why.contains("same hash field"), "{why}"),
-        other => panic!("expected InvalidArgument, got {:?}", other.map(|g| g.is_some())),
+        other => panic!(
+            "expected InvalidArgument, got {:?}",
+            other.map(|g| g.is_some())
+        ),
     }
     let sent = command_calls(&raw, "evalsha").await + command_calls(&raw, "eval").await;
     assert_eq!(sent, scripts, "nothing was sent");

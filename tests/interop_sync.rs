@@ -158,14 +158,19 @@ async fn expirable_permits_expire_and_release_across_sides() {
         let semaphore = rust.permit_expirable_semaphore("slots").unwrap();
         assert!(semaphore.try_set_permits(1).await.unwrap());
 
-        // Java leases the only permit for 300 ms; Rust waits for its end.
-        let java_id = java.ok("pesAcquire slots 300").await;
+        // Java leases the only permit (for a minute, so that Rust reads it
+        // while it lasts); Rust shortens it to 300 ms and waits for its end.
+        let java_id = java.ok("pesAcquire slots 60000").await;
         assert_eq!(java_id.len(), 32, "{version}: {java_id}");
         let id: PermitId = java_id.parse().unwrap();
         let leases = semaphore.leases().await.unwrap();
         assert_eq!(leases.len(), 1);
         assert_eq!(leases[0].id, id, "{version}: Rust reads Java's permit id");
         assert!(semaphore.try_acquire(1, None).await.unwrap().is_none());
+        assert!(semaphore
+            .update_lease(id, Some(Duration::from_millis(300)))
+            .await
+            .unwrap());
         let rust_permit = within(
             &format!("{version}: Java's lease ends"),
             semaphore.acquire(1, Some(Duration::from_millis(300))),

@@ -193,14 +193,20 @@ async fn contenders_keep_mutual_exclusion_through_a_failover() {
     }
 }
 
+/// The quorum is taken of the replicas a failover could promote. A replica
+/// the sentinels still reach but the primary does not (its replication link
+/// cut) can be promoted, and lacks every write: it counts, and writes are
+/// refused as the quorum says. Once it stops answering the sentinels'
+/// pings for five seconds, Sentinel would never promote it: it no longer
+/// counts, without waiting for `down-after-milliseconds` (a minute here).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_replica_quorum_decides_with_one_of_two_replicas_down() {
+async fn the_quorum_counts_the_replicas_a_failover_could_promote() {
     use redisson_lock::{Error, ReplicaQuorum, SafetyLevel};
 
-    // The sentinels take a minute to call a silent replica down, until the
-    // test asks them to be quicker.
-    let sentinel =
-        Sentinel::start_with(&[], "sentinel down-after-milliseconds mymaster 60000").await;
+    let sentinel = Sentinel::start_proxied().await;
+    sentinel
+        .on_sentinels(&["SET", "mymaster", "down-after-milliseconds", "60000"])
+        .await;
     let quorum_client = |quorum| {
         let mut c = config(&sentinel.url(), Duration::from_secs(2));
         c.replica_quorum = quorum;
@@ -218,17 +224,20 @@ async fn the_replica_quorum_decides_with_one_of_two_replicas_down() {
     for (client, at_least) in [(&any, 1), (&all, 2), (&two, 2)] {
         let guard = client.lock("quorum").unwrap().lock().await.unwrap();
         assert!(
-            matches!(guard.safety(), SafetyLevel::Replicas { acked, known: 2 } if acked >= at_least),
+            matches!(guard.safety(), SafetyLevel::Replicas { acked, promotable: 2 } if acked >= at_least),
             "{:?}",
             guard.safety()
         );
         guard.unlock().await.unwrap();
     }
 
-    // All-replica holder, then one replica stops answering.
+    // An all-replica holder, then one replica is cut off from the primary
+    // (the sentinels still reach it: it stays promotable).
     let held = all.lock("quorum").unwrap().lock().await.unwrap();
-    let frozen = sentinel.replicas[0].port;
-    sentinel.replicas[0].freeze();
+    let cut = sentinel.replicas[0].port;
+    let cut_announced = sentinel.proxy(cut).port;
+    let primary_proxy = &sentinel.proxies[0];
+    primary_proxy.cut_replica(cut_announced);
 
     // Its unlock reaches only one replica: replayed through the latch, then
     // reported; the lock is released on the primary all the same.
@@ -239,19 +248,29 @@ async fn the_replica_quorum_decides_with_one_of_two_replicas_down() {
             Error::ReplicasNotSynced {
                 operation: "unlock",
                 acked: 1,
-                known: 2,
+                required: 2,
+                promotable: 2,
                 ..
             }
         ),
         "{err:?}"
     );
-    assert!(err.to_string().contains("reached 1 of 2 replicas"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("reached 1 of the 2 replicas a failover could promote; 2 required"),
+        "{err}"
+    );
     assert!(!any.lock("quorum").unwrap().is_locked().await.unwrap());
 
     // One confirmation is enough for Redisson's rule, not for the stricter ones.
     let taken = any.lock("quorum").unwrap().lock().await.unwrap();
-    // Only one replica answers now.
-    assert_eq!(taken.safety(), SafetyLevel::Replicas { acked: 1, known: 2 });
+    assert_eq!(
+        taken.safety(),
+        SafetyLevel::Replicas {
+            acked: 1,
+            promotable: 2
+        }
+    );
     taken.unlock().await.unwrap();
     for client in [&all, &two] {
         let lock = client.lock("quorum").unwrap();
@@ -262,22 +281,38 @@ async fn the_replica_quorum_decides_with_one_of_two_replicas_down() {
                 Error::ReplicasNotSynced {
                     operation: "acquire",
                     acked: 1,
-                    known: 2,
+                    required: 2,
+                    promotable: 2,
                     ..
                 }
             ),
             "{err:?}"
         );
         assert!(!lock.is_locked().await.unwrap(), "the acquire was undone");
+        // A single try answers after one WAIT, and sends nothing while the
+        // same primary has just fallen short.
+        assert!(matches!(
+            lock.try_lock().await,
+            Err(Error::ReplicasNotSynced { .. })
+        ));
     }
 
     // A strict holder whose renewals are never confirmed hears first that
     // its lock is at risk, then, its lease run out locally, that it is lost:
-    // it cannot count on the lock surviving a failover.
-    sentinel.replicas[0].thaw();
-    let strict = all.lock("renewed").unwrap().lock().await.unwrap();
+    // a failover could promote the replica that lacks the renewals.
+    primary_proxy.heal_replica(cut_announced);
+    let strict = within("the cut replica is back", async {
+        loop {
+            match all.lock("renewed").unwrap().lock().await {
+                Ok(guard) => return guard,
+                Err(Error::ReplicasNotSynced { .. }) => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+    })
+    .await;
     assert!(!strict.is_at_risk());
-    sentinel.replicas[0].freeze();
+    primary_proxy.cut_replica(cut_announced);
     within(
         "at-risk signal after an unconfirmed renewal",
         strict.at_risk(),
@@ -287,16 +322,13 @@ async fn the_replica_quorum_decides_with_one_of_two_replicas_down() {
     within("lost signal after unconfirmed renewals", strict.lost()).await;
     assert!(all.watchdog_stats().failures > 0);
 
-    // Once the sentinels call the frozen replica down, it no longer counts:
-    // "all" is the one replica left, while "at least 2" still cannot be met.
-    sentinel
-        .on_sentinels(&["SET", "mymaster", "down-after-milliseconds", "500"])
-        .await;
-    sentinel.await_replica_down(frozen, true).await;
+    // The cut replica stops answering the sentinels too (frozen): five
+    // seconds later Sentinel would pass it over, and it no longer counts.
+    // "all" is the one replica left; "at least 2" still cannot be met.
+    sentinel.replicas[0].freeze();
     let lock = all.lock("quorum").unwrap();
     let guard = within("the quorum of the replicas left", async {
         loop {
-            // The client reads the sentinels' view at most a second old.
             match lock.lock().await {
                 Ok(guard) => return guard,
                 Err(Error::ReplicasNotSynced { .. }) => {}
@@ -305,14 +337,28 @@ async fn the_replica_quorum_decides_with_one_of_two_replicas_down() {
         }
     })
     .await;
-    assert_eq!(guard.safety(), SafetyLevel::Replicas { acked: 1, known: 1 });
+    assert_eq!(
+        guard.safety(),
+        SafetyLevel::Replicas {
+            acked: 1,
+            promotable: 1
+        }
+    );
     guard.unlock().await.unwrap();
     let err = two.lock("quorum").unwrap().lock().await.unwrap_err();
     assert!(
-        matches!(&err, Error::ReplicasNotSynced { known: 1, .. }),
+        matches!(
+            &err,
+            Error::ReplicasNotSynced {
+                promotable: 1,
+                required: 2,
+                ..
+            }
+        ),
         "{err:?}"
     );
     sentinel.replicas[0].thaw();
+    primary_proxy.heal_replica(cut_announced);
     drop(strict);
     for client in [any, all, two] {
         client.shutdown().await;

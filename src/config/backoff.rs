@@ -88,3 +88,38 @@ impl Delays {
         }
     }
 }
+
+/// The longest pause between two retries of a write, however many came before.
+pub(crate) const MAX_RETRY_PAUSE: Duration = Duration::from_secs(10);
+
+/// The step of retry number `retry` (0 for the first): `base` doubled per
+/// retry, at most [`MAX_RETRY_PAUSE`].
+pub(crate) fn retry_step(base: Duration, retry: u32) -> Duration {
+    base.saturating_mul(1u32 << retry.min(16))
+        .min(MAX_RETRY_PAUSE.max(base))
+}
+
+/// The pause before retry number `retry`: exponential from `base` with full
+/// jitter (a uniform draw between zero and [`retry_step`]), so clients that
+/// failed together do not come back together.
+pub(crate) fn retry_pause(base: Duration, retry: u32) -> Duration {
+    let step = retry_step(base, retry).as_millis() as u64;
+    Duration::from_millis(rand::random_range(0..=step))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_pauses_grow_and_stay_bounded() {
+        let base = Duration::from_secs(1);
+        assert_eq!(retry_step(base, 0), base);
+        assert_eq!(retry_step(base, 2), Duration::from_secs(4));
+        assert_eq!(retry_step(base, 30), MAX_RETRY_PAUSE);
+        for retry in 0..8 {
+            assert!(retry_pause(base, retry) <= retry_step(base, retry));
+        }
+        assert_eq!(retry_pause(Duration::ZERO, 3), Duration::ZERO);
+    }
+}

@@ -6,6 +6,7 @@ mod backoff;
 mod redisson_file;
 pub(crate) mod tls;
 
+pub(crate) use backoff::{retry_pause, retry_step};
 pub use backoff::{BackOff, Delays};
 #[cfg(feature = "redisson-config")]
 pub use redisson_file::RedissonFile;
@@ -41,33 +42,34 @@ pub enum ShardedSubscriptionMode {
 /// followed by `WAIT <n> <slavesSyncTimeout>` on the same connection, as
 /// Redisson does.
 ///
-/// The replicas counted are those the deployment knows the primary has and
-/// does not consider down (a cluster node's `CLUSTER NODES`, the sentinels'
-/// `SENTINEL REPLICAS`), not only those connected at that instant: a
-/// freshly promoted primary whose replicas are still re-attaching cannot
-/// confirm a write. A replica the deployment has marked down no longer
-/// counts, so the deployment stays writable without it.
+/// The replicas counted are those a failover **could promote**, by the
+/// deployment's own rule (Sentinel's: answering pings, priority above 0, its
+/// link to the primary not down too long; the cluster's: reachable, not
+/// `nofailover`): not those connected at that instant (a freshly promoted
+/// primary whose replicas are still re-attaching cannot confirm a write),
+/// and not every replica listed (a dead one, passed over by the next
+/// failover anyway, does not hold every lock write up). See
+/// docs/safety.md, "What must confirm a write".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ReplicaQuorum {
-    /// At least one replica, when the primary has any (Redisson's
-    /// `checkLockSyncedSlaves = true`, its default).
+    /// At least one promotable replica, when the primary has any
+    /// (Redisson's `checkLockSyncedSlaves = true`, its default).
     #[default]
     Any,
-    /// Every replica the primary has (and the deployment does not consider down).
+    /// Every promotable replica.
     All,
-    /// At least this many replicas; fails while fewer can confirm.
+    /// At least this many promotable replicas; fails while fewer can confirm.
     AtLeast(u32),
 }
 
 impl ReplicaQuorum {
-    /// Whether `acked` confirmations satisfy it, for a primary with `known`
-    /// replicas.
-    pub fn is_met(self, acked: i64, known: i64) -> bool {
+    /// How many of `promotable` replicas must confirm a write.
+    pub(crate) fn required(self, promotable: u32) -> u32 {
         match self {
-            ReplicaQuorum::Any => known == 0 || acked > 0,
-            ReplicaQuorum::All => acked >= known,
-            ReplicaQuorum::AtLeast(n) => acked >= i64::from(n),
+            ReplicaQuorum::Any => promotable.min(1),
+            ReplicaQuorum::All => promotable,
+            ReplicaQuorum::AtLeast(n) => n,
         }
     }
 }
@@ -125,10 +127,17 @@ pub struct Config {
     /// gives its subscription the rest of `d` instead. Redisson default: 7.5 s.
     #[serde(with = "millis")]
     pub subscription_timeout: Duration,
-    /// Attempts for an unlock whose reply was lost (replayed safely through the
-    /// unlock latch). Redisson default: 4.
+    /// Attempts for a write whose reply was lost or that the replicas did
+    /// not confirm: an unlock (replayed safely through the unlock latch), a
+    /// `lock()` that waits without a limit. A bounded wait
+    /// (`try_lock_for(d)`) retries within `d` instead, and a single try
+    /// (`try_lock()`) never. Redisson default: 4.
     pub retry_attempts: u32,
-    /// Pause between those attempts. Redisson default: 1 s (plus jitter).
+    /// The first pause between those attempts; each next one doubles (up to
+    /// 10 s), and the pause actually taken is a random draw between zero and
+    /// that step (full jitter), so clients that failed together do not come
+    /// back together. Redisson default: 1 s (its jitter draws from the upper
+    /// half).
     #[serde(with = "millis")]
     pub retry_delay: Duration,
     /// Reconnect after a lost connection. On by default; without it a client

@@ -18,13 +18,14 @@ use crate::engine::hold::{Admit, Hold};
 use crate::engine::kind::{Grant, Patience};
 use crate::engine::lease::{expires_by, lease_millis};
 use crate::engine::raw::{Held, RawLock};
-use crate::engine::release::send_unlock;
+use crate::engine::release::{send_release, Release};
 use crate::engine::replica_sync::Synced;
 use crate::engine::request::Request;
 use crate::engine::script;
 use crate::engine::settle::{give_back_untracked, FinishOnDrop, Unfinished};
 use crate::engine::telemetry;
 use crate::error::{Error, Result};
+use crate::naming;
 use crate::OwnerId;
 
 /// What one acquire attempt found.
@@ -36,6 +37,11 @@ pub(crate) enum Attempt {
     /// Nothing was sent: a previous operation of the same owner was still
     /// settling when the attempt's deadline came.
     Busy,
+    /// Not acquired for want of replicas: the grant was not confirmed (and
+    /// was taken back), or a grant on the same primary fell short a moment
+    /// ago and nothing was sent. Worth another try at `retry_at`, or as
+    /// soon as the deployment's view changes.
+    Unconfirmed { synced: Synced, retry_at: Instant },
 }
 
 /// What reading the state said about an acquire whose reply was lost.
@@ -118,115 +124,136 @@ async fn acquire_locked(
 ) -> Result<Attempt> {
     let engine = &lock.engine;
     let field = hold.field(&engine.id);
-    let mut attempt = 1;
-    loop {
-        let sent_at = Instant::now();
-        if hold.count() > 0 {
-            // A re-entry resets the key's TTL to this lease, maybe a shorter one.
-            hold.lease.shorten(sent_at, lease);
+    let (writer, slot) = (engine.writer(lock.key()), naming::slot(lock.key()));
+    // Judged from the deployment's view, before anything is sent: nothing
+    // could be confirmed now, or the same primary fell short a moment ago.
+    match engine.replica_sync.admit(writer, slot) {
+        Ok(None) => {}
+        Ok(Some((synced, retry_at))) => {
+            engine.holds.retire_if_done(hold);
+            return Ok(Attempt::Unconfirmed { synced, retry_at });
         }
-        let call = || lock.kind.acquire(&lock.call(&field, lease, patience));
-        let (grant, synced) = match engine.write(call).await {
-            Ok((value, synced)) => match lock.kind.grant(&value) {
-                Some(grant) => (grant, synced),
-                None => {
+        Err(e) => {
+            engine.holds.retire_if_done(hold);
+            return Err(e);
+        }
+    }
+    let sent_at = Instant::now();
+    if hold.count() > 0 {
+        // A re-entry resets the key's TTL to this lease, maybe a shorter one.
+        hold.lease.shorten(sent_at, lease);
+    }
+    let call = || lock.kind.acquire(&lock.call(&field, lease, patience));
+    let (grant, synced) = match engine.write(call).await {
+        Ok((value, synced)) => match lock.kind.grant(&value) {
+            Some(grant) => (grant, synced),
+            None => {
+                engine.holds.retire_if_done(hold);
+                return Err(script::unexpected("acquire", &value));
+            }
+        },
+        // Whether the replicas have it stays unknown here; the watchdog's
+        // synced renewals cover it from the next cycle.
+        Err(e) if e.outcome_unknown() => {
+            match Box::pin(resolve_acquire(lock, hold, &field, &e)).await {
+                Ok(Resolved::Taken(token)) => (Grant::Acquired { token }, Synced::NotWaited),
+                Ok(Resolved::Held(ttl)) => (Grant::Refused(ttl), Synced::NotWaited),
+                // It did not run, but after a timeout or a lost connection an
+                // old copy might still arrive: the error goes to the caller,
+                // as in Redisson.
+                Ok(Resolved::Free) => {
                     engine.holds.retire_if_done(hold);
-                    return Err(script::unexpected("acquire", &value));
+                    return Err(e);
                 }
-            },
-            // Whether the replicas have it stays unknown here; the watchdog's
-            // synced renewals cover it from the next cycle.
-            Err(e) if e.outcome_unknown() => {
-                match Box::pin(resolve_acquire(lock, hold, &field, &e)).await {
-                    Ok(Resolved::Taken(token)) => (Grant::Acquired { token }, Synced::NotWaited),
-                    Ok(Resolved::Held(ttl)) => (Grant::Refused(ttl), Synced::NotWaited),
-                    // It did not run, but after a timeout or a lost connection an
-                    // old copy might still arrive: the error goes to the caller,
-                    // as in Redisson.
-                    Ok(Resolved::Free) => {
-                        engine.holds.retire_if_done(hold);
-                        return Err(e);
-                    }
-                    Err(e) => {
-                        engine.holds.retire_if_done(hold);
-                        return Err(e);
-                    }
+                Err(e) => {
+                    engine.holds.retire_if_done(hold);
+                    return Err(e);
                 }
             }
-            Err(e) => {
-                engine.holds.retire_if_done(hold);
-                return Err(lock.acquire_error(e, hold.owner));
-            }
-        };
-        if let (Grant::Acquired { .. }, Synced::Short { .. }) = (grant, synced) {
-            // Taken on the primary only: a failover now would lose it while
-            // we believe we hold it. Undo, then retry (Redisson's
-            // NoSyncedSlavesException handling).
-            let config = &engine.config;
-            if !Box::pin(give_back_one(lock, hold, &field)).await
-                || attempt >= config.retry_attempts
-            {
-                engine.holds.retire_if_done(hold);
-                return Err(engine
-                    .replica_sync
-                    .not_synced("acquire", &lock.name, synced));
-            }
-            tracing::info!(lock = %lock.name, attempt, ?synced, "acquire not confirmed by replicas; undone, retrying");
-            attempt += 1;
-            tokio::time::sleep(config.retry_delay).await;
-            continue;
         }
-        return match grant {
-            Grant::Acquired { .. } if Instant::now() >= expires_by(sent_at, lease) => {
-                // The grant arrived after the lease it set could have run
-                // out: someone else may hold the lock by now. Not an
-                // acquisition: give back what may still be ours, and let the
-                // caller try again within its budget.
-                tracing::warn!(lock = %lock.name, ?lease, "acquire confirmed after its lease; giving it back");
-                Box::pin(give_back_one(lock, hold, &field)).await;
+        Err(e) => {
+            engine.holds.retire_if_done(hold);
+            return Err(lock.acquire_error(e, hold.owner));
+        }
+    };
+    if let Grant::Acquired { .. } = grant {
+        if synced != Synced::NotWaited {
+            let retry_at = engine.replica_sync.note_acquire(writer, slot, &synced);
+            if synced.is_short() {
+                // Taken on the primary only: a failover now would lose it
+                // while we believe we hold it. Taken back (a fair waiter
+                // keeps its place), and the caller decides whether to try
+                // again (Redisson's NoSyncedSlavesException handling).
+                let undone = Box::pin(give_back_one(lock, hold, &field, patience)).await;
                 engine.holds.retire_if_done(hold);
-                Ok(Attempt::Held(Some(Duration::ZERO)))
-            }
-            Grant::Acquired { token } => {
-                hold.on_acquired(lock.kind, sent_at, lease, watchdog);
-                if synced == Synced::NotWaited && engine.replica_sync.is_enabled() {
-                    // Resolved by reading the hold count: whether the
-                    // replicas have it is unknown until the next confirmed
-                    // renewal.
-                    if hold.lease.mark_at_risk() {
-                        telemetry::at_risk(hold, "acquire_unconfirmed");
-                    }
+                if !undone {
+                    return Err(engine
+                        .replica_sync
+                        .not_synced("acquire", &lock.name, synced));
                 }
-                let level = synced.level();
-                telemetry::acquired_at(lock.kind, level);
-                Ok(Attempt::Acquired(
-                    Held::new(lock.engine.clone(), lock.kind, hold.clone(), watchdog, level),
-                    token,
-                ))
+                tracing::info!(lock = %lock.name, ?synced, "acquire not confirmed by replicas; taken back");
+                return Ok(Attempt::Unconfirmed { synced, retry_at });
             }
-            Grant::Refused(ttl) => {
-                engine.holds.retire_if_done(hold);
-                Ok(Attempt::Held(match ttl {
-                    // A key without a TTL: only a message can end the wait.
-                    -1 => None,
-                    // No key, yet not acquired (the fair lock: someone else
-                    // is first in line): try again soon.
-                    ttl if ttl < 0 => Some(Duration::ZERO),
-                    ttl => Some(Duration::from_millis(ttl as u64)),
-                }))
+        }
+    }
+    match grant {
+        Grant::Acquired { .. } if Instant::now() >= expires_by(sent_at, lease) => {
+            // The grant arrived after the lease it set could have run
+            // out: someone else may hold the lock by now. Not an
+            // acquisition: give back what may still be ours, and let the
+            // caller try again within its budget.
+            tracing::warn!(lock = %lock.name, ?lease, "acquire confirmed after its lease; giving it back");
+            Box::pin(give_back_one(lock, hold, &field, Patience::Once)).await;
+            engine.holds.retire_if_done(hold);
+            Ok(Attempt::Held(Some(Duration::ZERO)))
+        }
+        Grant::Acquired { token } => {
+            hold.on_acquired(lock.kind, sent_at, lease, watchdog);
+            if synced == Synced::NotWaited && engine.replica_sync.is_enabled() {
+                // Resolved by reading the hold count: whether the
+                // replicas have it is unknown until the next confirmed
+                // renewal.
+                if hold.lease.mark_at_risk() {
+                    telemetry::at_risk(hold, "acquire_unconfirmed");
+                }
             }
-        };
+            let level = synced.level();
+            telemetry::acquired_at(lock.kind, level);
+            Ok(Attempt::Acquired(
+                Held::new(
+                    lock.engine.clone(),
+                    lock.kind,
+                    hold.clone(),
+                    watchdog,
+                    level,
+                ),
+                token,
+            ))
+        }
+        Grant::Refused(ttl) => {
+            engine.holds.retire_if_done(hold);
+            Ok(Attempt::Held(match ttl {
+                // A key without a TTL: only a message can end the wait.
+                -1 => None,
+                // No key, yet not acquired (the fair lock: someone else
+                // is first in line): try again soon.
+                ttl if ttl < 0 => Some(Duration::ZERO),
+                ttl => Some(Duration::from_millis(ttl as u64)),
+            }))
+        }
     }
 }
 
-/// With the `ops` slot taken: undoes one acquisition that Redis counted but
-/// this client will not record (no replica confirmed it, or it was confirmed
-/// too late). If the undo's outcome is unknown, whatever Redis counts beyond
-/// our holds is given back. False if the undo failed.
-async fn give_back_one(lock: &RawLock, hold: &Arc<Hold>, field: &str) -> bool {
+/// With the `ops` slot taken: takes back one acquisition that Redis counted
+/// but this client will not record (no replica confirmed it, or it was
+/// confirmed too late), with the kind's undo for a waiter of `patience` (a
+/// fair waiter keeps its place). If the undo's outcome is unknown, whatever
+/// Redis counts beyond our holds is given back. False if the undo failed.
+async fn give_back_one(lock: &RawLock, hold: &Arc<Hold>, field: &str, patience: Patience) -> bool {
     // The holds left after the undo keep their own lease.
     let remaining = hold.lease_after_release(false, lock.engine.config.lock_watchdog_timeout);
-    match send_unlock(lock, field, remaining, &Request::new(), false).await {
+    let undo = Release::Undo(patience);
+    match send_release(lock, field, remaining, &Request::new(), undo).await {
         Ok(_) => true,
         // Expired meanwhile: nothing of ours is left to give back.
         Err(Error::NotHeld { .. }) => true,

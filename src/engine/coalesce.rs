@@ -47,7 +47,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use crate::engine::kind::ScriptCall;
-use crate::engine::script;
+use crate::engine::script::{self, WaitFor};
 use crate::error::{Error, Result};
 
 /// Most calls in one batch; a larger queue goes out as several.
@@ -91,21 +91,28 @@ pub(crate) struct Lane {
 struct Queued {
     call: ScriptCall,
     slot: u16,
+    /// The `WAIT` that follows it (one per batch: calls with the same one
+    /// go together).
+    wait: Option<WaitFor>,
     pending: Arc<Pending>,
 }
+
+/// A call's reply, and how many replicas acknowledged the `WAIT` that
+/// followed it (its batch's), if one did.
+pub(crate) type Reply = Result<(Value, Option<i64>)>;
 
 /// A queued call's reply, once its batch is answered.
 #[derive(Default)]
 struct Pending {
     /// `Some(None)`: the call did not run (its batch script was not cached
     /// yet); the caller sends it itself.
-    reply: Mutex<Option<Option<Result<Value>>>>,
+    reply: Mutex<Option<Option<Reply>>>,
     done: AtomicBool,
     answered: Notify,
 }
 
 impl Pending {
-    fn complete(&self, reply: Option<Result<Value>>) {
+    fn complete(&self, reply: Option<Reply>) {
         *self.reply.lock() = Some(reply);
         self.done.store(true, Ordering::Release);
         self.answered.notify_waiters();
@@ -154,7 +161,7 @@ pub(crate) struct Waiting {
 
 impl Waiting {
     /// The call's reply; `None` if it did not run and must be sent again.
-    pub(crate) async fn reply(self) -> Option<Result<Value>> {
+    pub(crate) async fn reply(self) -> Option<Reply> {
         self.pending.until_done().await;
         self.pending.reply.lock().take().flatten()
     }
@@ -212,7 +219,12 @@ impl Lane {
     /// Sends `call` on its own while few calls of this lane await a reply,
     /// or when its script walks data (never batched), otherwise queues it for
     /// the batch of this scheduler tick.
-    pub(crate) fn route(self: &Arc<Self>, call: ScriptCall, slot: u16) -> Route {
+    pub(crate) fn route(
+        self: &Arc<Self>,
+        call: ScriptCall,
+        slot: u16,
+        wait: Option<WaitFor>,
+    ) -> Route {
         if !call.script.batches() {
             self.in_flight.fetch_add(1, Ordering::AcqRel);
             return Route::Alone(call, Alone(self.clone()));
@@ -226,6 +238,7 @@ impl Lane {
         queue.push(Queued {
             call,
             slot,
+            wait,
             pending: pending.clone(),
         });
         let first = queue.len() == 1;
@@ -282,6 +295,7 @@ fn group(queued: Vec<Queued>, slot_grouped: bool) -> Vec<Vec<Queued>> {
                 && std::ptr::eq(first.call.script, q.call.script)
                 && first.call.keys.len() == q.call.keys.len()
                 && first.call.args.len() == q.call.args.len()
+                && first.wait == q.wait
                 && (!slot_grouped || first.slot == q.slot)
         };
         match batches.iter_mut().find(|b| same(b)) {
@@ -294,11 +308,11 @@ fn group(queued: Vec<Queued>, slot_grouped: bool) -> Vec<Vec<Queued>> {
 
 /// Sends one batch with one attempt and hands out the replies.
 async fn send(lane: &Lane, mut batch: Vec<Queued>) {
-    let (script, slot) = (batch[0].call.script, batch[0].slot);
-    if batch.len() == 1 {
-        let q = batch.pop().expect("one call");
+    let (script, slot, wait) = (batch[0].call.script, batch[0].slot, batch[0].wait);
+    if let [_] = &batch[..] {
+        let Some(q) = batch.pop() else { return };
         let reply = script
-            .send_cached(&lane.client, lane.timeout, slot, q.call)
+            .send_cached(&lane.client, lane.timeout, slot, q.call, wait)
             .await;
         q.pending.complete(match reply {
             Err(e) if e.is_noscript() => None,
@@ -323,17 +337,18 @@ async fn send(lane: &Lane, mut batch: Vec<Queued>) {
         args,
     };
     match each
-        .send_cached(&lane.client, lane.timeout, slot, call)
+        .send_cached(&lane.client, lane.timeout, slot, call, wait)
         .await
     {
-        Ok(Value::Array(replies)) if replies.len() == 2 * pending.len() => {
+        Ok((Value::Array(replies), acked)) if replies.len() == 2 * pending.len() => {
+            // One WAIT after the batch covers every write in it.
             let mut replies = replies.into_iter();
             for p in &pending {
                 let (code, reply) = (replies.next(), replies.next());
-                p.complete(Some(unpack(code, reply)));
+                p.complete(Some(unpack(code, reply).map(|reply| (reply, acked))));
             }
         }
-        Ok(other) => {
+        Ok((other, _)) => {
             // It ran, but what each call did cannot be told: each resolves
             // its outcome as after a lost reply.
             let message = format!("unexpected reply to a batch of scripts: {other:?}");

@@ -1,20 +1,20 @@
-//! Building a client's engine: the fred connections (reconnect policy on,
-//! scripts sent at most once), the probes Redisson makes at connect (sharded
-//! pub/sub, a cluster behind a proxy), and the background tasks.
+//! Building a client's engine: the deployment's view (`topology`), the fred
+//! connections (reconnect policy on, scripts sent at most once, on Sentinel
+//! pointed at the primary the view names), the probes Redisson makes at
+//! connect (sharded pub/sub, a cluster behind a proxy), and the background
+//! tasks.
 
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
 use fred::clients::Client;
 use fred::interfaces::ClientLike;
-use fred::types::config::{Config as FredConfig, ReconnectPolicy, ServerConfig};
+use fred::types::config::{Config as FredConfig, ReconnectPolicy};
 use fred::types::{Builder, ClusterHash, CustomCommand, Value};
 use tokio::sync::watch;
 
 use crate::config::{Config, ShardedSubscriptionMode};
 use crate::engine::coalesce::Lane;
-use crate::engine::deployment::Deployment;
 use crate::engine::hold::Holds;
 use crate::engine::hub::Hub;
 use crate::engine::lifecycle::Lifecycle;
@@ -24,45 +24,54 @@ use crate::engine::watchdog::{self, WatchdogStats};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::naming;
+use crate::topology::Topology;
 
 impl Engine {
     /// Connects with the given settings and starts the background tasks.
     pub(crate) async fn start(config: Config) -> Result<Arc<Engine>> {
         config.validate()?;
         let fred_config = config.to_fred_config()?;
-        // Bumped at every sign of a topology change (a writer reconnected,
-        // the cluster map changed, a sentinel announced a failover step):
-        // cached views of the primaries are read again.
-        let generation = Arc::new(AtomicU64::new(0));
-        let deployment = Deployment::of(&fred_config, config.timeout, generation.clone());
-        let cluster = matches!(fred_config.server, ServerConfig::Clustered { .. });
-        let centralized = matches!(fred_config.server, ServerConfig::Centralized { .. });
-        // Redisson waits for replicas on every deployment but a single server.
-        let replicated = !centralized;
+        let address = naming::redact_url(&config.address);
+        // On Sentinel this asks the sentinels who the primary is; the data
+        // connections below are pointed at it.
+        let (topology, data) =
+            Topology::start(&fred_config, config.timeout, config.connect_timeout)
+                .await
+                .map_err(|e| e.connecting_to(&address))?;
+        let cluster = topology.is_cluster();
+        let replicated = topology.is_replicated();
 
         // Single server: this connection carries the lock scripts too, so it
         // never re-sends. Replicated: scripts have their own connections and
         // this one only reads and deletes latches, which may follow a MOVED.
-        let redis = builder(&config, fred_config.clone(), if replicated { 3 } else { 1 })
+        let redis = builder(&config, data.clone(), if replicated { 3 } else { 1 })
             .build()
             .map_err(|e| config_error(&config, &e))?;
         let writers = if replicated {
             (0..config.master_connection_pool_size)
-                .map(|_| builder(&config, fred_config.clone(), 1).build())
+                .map(|_| builder(&config, data.clone(), 1).build())
                 .collect::<std::result::Result<Vec<_>, _>>()
                 .map_err(|e| config_error(&config, &e))?
         } else {
             vec![redis.clone()]
         };
-        let subscriber = builder(&config, fred_config, 3)
+        let subscriber = builder(&config, data, 3)
             .build_subscriber_client()
             .map_err(|e| config_error(&config, &e))?;
+        topology.follow(&redis).await;
+        if replicated {
+            for writer in &writers {
+                topology.follow(writer).await;
+            }
+        }
+        topology.follow_subscriber(&subscriber).await;
         let quit_all = || async {
             let _ = redis.quit().await;
             for writer in &writers {
                 let _ = writer.quit().await;
             }
             let _ = subscriber.quit().await;
+            topology.quit().await;
         };
         let limit = config.connect_timeout + config.timeout;
         let mut commands: Vec<&Client> = vec![&redis];
@@ -74,9 +83,12 @@ impl Engine {
         if outcome.is_ok() {
             outcome = init(&subscriber, limit).await;
         }
+        if outcome.is_ok() {
+            outcome = topology.attach(&redis, &writers).await;
+        }
         if let Err(e) = outcome {
             quit_all().await;
-            return Err(e.connecting_to(&naming::redact_url(&config.address)));
+            return Err(e.connecting_to(&address));
         }
 
         // Redisson decides the pub/sub flavour only on a cluster: a single
@@ -97,7 +109,7 @@ impl Engine {
                 }
             };
         let slot_grouped = cluster
-            || (centralized
+            || (!replicated
                 && match rejects_cross_slot_scripts(&redis, config.timeout).await {
                     Ok(proxied) => proxied,
                     Err(e) => {
@@ -105,10 +117,9 @@ impl Engine {
                         return Err(e);
                     }
                 });
-        let replica_sync = ReplicaSync::new(&config, deployment, replicated, generation.clone());
+        let replica_sync = ReplicaSync::new(&config, topology.clone());
         if let Err(e) = replica_sync.probe(&redis).await {
             quit_all().await;
-            replica_sync.quit().await;
             return Err(e);
         }
         let lifecycle = Lifecycle::new();
@@ -133,20 +144,10 @@ impl Engine {
             stats: watch::Sender::new(WatchdogStats::default()),
             lifecycle: lifecycle.clone(),
         });
-        let topology_changed = Arc::new(tokio::sync::Notify::new());
-        engine.replica_sync.listen(topology_changed.clone());
-        let writer_clients: Vec<Client> =
-            engine.writers().map(|lane| lane.client().clone()).collect();
-        watchdog::watch_topology(
-            &writer_clients,
-            topology_changed.clone(),
-            generation,
-            lifecycle.stopped(),
-        );
         tokio::spawn(watchdog::run(
             Arc::downgrade(&engine),
             lifecycle.stopped(),
-            topology_changed,
+            topology.changes(),
         ));
         Ok(engine)
     }

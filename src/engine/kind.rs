@@ -93,6 +93,15 @@ pub(crate) trait LockKind: Send + Sync + 'static {
     /// 0 still held (one hold fewer), nil not held by this field.
     fn unlock(&self, call: &Call, latch: &Latch) -> ScriptCall;
 
+    /// Takes back one acquisition the replicas did not confirm, through the
+    /// unlock latch `latch`; reply as [`LockKind::unlock`]'s. By default the
+    /// kind's unlock (which tells the waiters: the lock is free). A kind that
+    /// queues puts the owner back at the head of its queue instead, so an
+    /// unconfirmed grant costs the waiter no place and wakes nobody.
+    fn undo(&self, call: &Call, latch: &Latch) -> ScriptCall {
+        self.unlock(call, latch)
+    }
+
     /// Whether a partial release sets the key's TTL to `call.lease_ms` (the
     /// read lock's recomputes it from its other holds instead).
     fn unlock_resets_ttl(&self) -> bool {

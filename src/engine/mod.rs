@@ -17,7 +17,7 @@
 //! | `hub` | one subscription per channel per client, waking waiters per the kind's policy |
 //! | `watchdog` | one timer renewing every held lock, in batches per renewal and slot |
 //! | `hold`, `lease` | what this client holds, lease deadlines, the lost signal |
-//! | `script`, `replica_sync`, `deployment`, `sentinels` | sending a script once, waiting for replicas, and what the deployment (and on Sentinel, every sentinel) says the primary has |
+//! | `script`, `replica_sync` | sending a script once, and waiting for the replicas the deployment's view (`crate::topology`) says must confirm it |
 //! | `unlock_latch` | batched deletion of settled unlock latches |
 //! | `telemetry` | tracing spans and `metrics` figures, named in one place |
 //! | `lifecycle`, `reentry`, `connection` | shutdown, scoped re-entry, building the connections |
@@ -25,7 +25,6 @@
 pub(crate) mod attempt;
 pub(crate) mod coalesce;
 pub(crate) mod connection;
-pub(crate) mod deployment;
 pub(crate) mod hold;
 pub(crate) mod hub;
 pub(crate) mod kind;
@@ -39,7 +38,6 @@ pub(crate) mod release;
 pub(crate) mod replica_sync;
 pub(crate) mod request;
 pub(crate) mod script;
-pub(crate) mod sentinels;
 pub(crate) mod settle;
 pub(crate) mod telemetry;
 pub(crate) mod unlock_latch;
@@ -64,6 +62,7 @@ use hub::Hub;
 use kind::ScriptCall;
 use lifecycle::Lifecycle;
 use replica_sync::{ReplicaSync, Synced};
+use script::WaitFor;
 use unlock_latch::LatchSweeper;
 use watchdog::WatchdogStats;
 
@@ -123,11 +122,6 @@ impl Engine {
         self.config.timeout
     }
 
-    /// The write connections.
-    pub(crate) fn writers(&self) -> impl Iterator<Item = &Arc<Lane>> {
-        self.writers.iter()
-    }
-
     /// How many write connections there are.
     pub(crate) fn writer_count(&self) -> usize {
         self.writers.len()
@@ -159,9 +153,11 @@ impl Engine {
     }
 
     /// Runs the lock script `build` makes once, on the writer of its first
-    /// key, then waits for replicas if the deployment has them. `build` runs
-    /// again only if the server does not have the script cached, or if the
-    /// node refused it with a redirect (see [`Engine::resend_redirected`]).
+    /// key, followed on a replicated deployment by the `WAIT` the
+    /// deployment's view asks for (see `replica_sync`), and says what the
+    /// replicas confirmed. `build` runs again only if the server does not
+    /// have the script cached, or if the node refused it with a redirect
+    /// (see [`Engine::resend_redirected`]).
     pub(crate) async fn write(
         &self,
         build: impl Fn() -> ScriptCall + Sync,
@@ -170,18 +166,17 @@ impl Engine {
         loop {
             let call = build();
             let slot = naming::slot(&call.keys[0]);
-            let sent = if self.replica_sync.is_enabled() {
-                self.replica_sync
-                    .run(self.writer_of_slot(slot), slot, call, &build)
-                    .await
-            } else {
-                self.send(slot, call, &build)
-                    .await
-                    .map(|reply| (reply, Synced::NotWaited))
-            };
+            let writer = self.writer_of_slot(slot);
+            // Nothing is sent on a connection that still reaches an old primary.
+            let plan = self.replica_sync.plan(writer, slot)?;
+            let sent = self.send(slot, call, &build, plan.wait()).await;
             match sent {
                 Err(e) if self.resend_redirected(&e, &mut resends) => {}
-                done => return done,
+                Err(e) => return Err(e),
+                Ok((reply, acked)) => {
+                    let synced = self.replica_sync.judge(plan, acked, writer, slot);
+                    return Ok((reply, synced));
+                }
             }
         }
     }
@@ -214,23 +209,26 @@ impl Engine {
         loop {
             let call = build();
             let slot = naming::slot(&call.keys[0]);
-            match self.send(slot, call, &build).await {
+            match self.send(slot, call, &build, None).await {
                 Err(e) if self.resend_redirected(&e, &mut resends) => {}
-                done => return done,
+                done => return done.map(|(reply, _)| reply),
             }
         }
     }
 
-    /// Sends `call` once on the writer of `slot`: on its own when nothing
-    /// else of that connection awaits a reply, otherwise in the batch of this
-    /// scheduler tick; a script that walks data always on its own, after the
-    /// connection's previous one was answered (see [`coalesce`]).
+    /// Sends `call` once on the writer of `slot`, followed by `wait`: on its
+    /// own when nothing else of that connection awaits a reply, otherwise in
+    /// the batch of this scheduler tick (one `WAIT` after the batch); a
+    /// script that walks data always on its own, after the connection's
+    /// previous one was answered (see [`coalesce`]). Returns the reply and
+    /// the replicas that acknowledged.
     async fn send(
         &self,
         slot: u16,
         call: ScriptCall,
         build: &(dyn Fn() -> ScriptCall + Sync),
-    ) -> Result<Value> {
+        wait: Option<WaitFor>,
+    ) -> coalesce::Reply {
         let lane = self.lane_of_slot(slot);
         // A script that walks data waits for a place among the few of them
         // the connection may have in flight (see `coalesce`): Redis then
@@ -241,10 +239,10 @@ impl Engine {
         };
         lane.after_abandoned().await;
         let timeout = self.config.timeout;
-        match lane.route(call, slot) {
+        match lane.route(call, slot, wait) {
             Route::Alone(call, _in_flight) => {
                 call.script
-                    .run(lane.client(), timeout, slot, call, build)
+                    .run(lane.client(), timeout, slot, call, build, wait)
                     .await
             }
             Route::Queued(waiting) => match waiting.reply().await {
@@ -253,7 +251,7 @@ impl Engine {
                 None => {
                     let call = build();
                     call.script
-                        .run(lane.client(), timeout, slot, call, build)
+                        .run(lane.client(), timeout, slot, call, build, wait)
                         .await
                 }
             },
@@ -281,9 +279,7 @@ impl Engine {
     /// How long shutdown waits for operations in flight: an unlock's whole
     /// retry budget (its latch lifetime) plus one more command.
     pub(crate) fn settle_budget(&self) -> Duration {
-        let c = &self.config;
-        let per_attempt = c.timeout + self.replica_sync.extra_time() + c.retry_delay;
-        per_attempt * c.retry_attempts.max(1) + c.timeout
+        request::latch_ttl(self) + self.config.timeout
     }
 
     /// Shuts the engine down; see `RedissonClient::shutdown`.

@@ -89,7 +89,7 @@ impl Object {
             operation,
             name: &self.name,
             latch_key: naming::request_latch_name(&self.name, request.id()),
-            replay_short: true,
+            confirm: crate::engine::request::Confirm::Replay,
         };
         request
             .send(&self.engine, target, build)

@@ -143,15 +143,9 @@ impl RawLock {
             None => {
                 let field = self.field_of(owner);
                 let lease = self.engine.config.lock_watchdog_timeout;
-                release::send_unlock(
-                    self,
-                    &field,
-                    lease,
-                    &crate::engine::request::Request::new(),
-                    true,
-                )
-                .await
-                .map(|(unlocked, _)| unlocked)
+                release::send_unlock(self, &field, lease, &crate::engine::request::Request::new())
+                    .await
+                    .map(|(unlocked, _)| unlocked)
             }
         }
     }

@@ -13,7 +13,7 @@ use crate::engine::hold::Hold;
 use crate::engine::kind::Patience;
 use crate::engine::raw::RawLock;
 use crate::engine::replica_sync::Synced;
-use crate::engine::request::{Request, Target};
+use crate::engine::request::{Confirm, Request, Target};
 use crate::engine::script;
 use crate::engine::settle::{give_back_untracked, FinishOnDrop, Slot, Unfinished};
 use crate::engine::telemetry;
@@ -121,7 +121,7 @@ async fn release_traced(
         other => other,
     };
     let lease = hold.lease_after_release(watchdog, engine.config.lock_watchdog_timeout);
-    let outcome = send_unlock(lock, &field, lease, request, true).await;
+    let outcome = send_unlock(lock, &field, lease, request).await;
     let left = hold.on_released(watchdog);
     match &outcome {
         Ok((Unlocked::StillHeld, sent_at)) if left > 0 => {
@@ -160,34 +160,61 @@ async fn release_traced(
     (lost(outcome.map(|(unlocked, _)| unlocked)), Slot::Kept)
 }
 
+/// What a release sends.
+#[derive(Clone, Copy)]
+pub(crate) enum Release {
+    /// The kind's unlock, confirmed by the replicas (replayed until it is,
+    /// then an error).
+    Unlock,
+    /// The kind's undo of a grant the replicas did not confirm, for a
+    /// waiter with this patience; not waited for.
+    Undo(Patience),
+}
+
 /// Sends the kind's unlock script for `field` as `request`: a lost reply is
 /// replayed through its latch (see [`Request::send`]). Returns the outcome and
 /// when the request was first sent: a replayed reply describes an execution
-/// no earlier than that. With `synced`, a reply the replicas did not confirm
-/// is replayed the same way, and is an error on the last attempt.
+/// no earlier than that. A reply the replicas did not confirm is replayed
+/// the same way, and is an error on the last attempt.
 pub(crate) async fn send_unlock(
     lock: &RawLock,
     field: &str,
     lease: Duration,
     request: &Request,
-    synced: bool,
+) -> Result<(Unlocked, Instant)> {
+    send_release(lock, field, lease, request, Release::Unlock).await
+}
+
+/// Sends a release of `field` as `request` (see [`send_unlock`]).
+pub(crate) async fn send_release(
+    lock: &RawLock,
+    field: &str,
+    lease: Duration,
+    request: &Request,
+    how: Release,
 ) -> Result<(Unlocked, Instant)> {
     let engine = &lock.engine;
+    let (confirm, operation) = match how {
+        Release::Unlock => (Confirm::Replay, "unlock"),
+        Release::Undo(_) => (Confirm::Skip, "undo"),
+    };
     let target = Target {
-        operation: "unlock",
+        operation,
         name: &lock.name,
         latch_key: naming::latch_name(lock.key(), request.id()),
-        replay_short: synced,
+        confirm,
     };
     let sent = request
-        .send(engine, target, |latch| {
-            lock.kind
-                .unlock(&lock.call(field, lease, Patience::Once), latch)
+        .send(engine, target, |latch| match how {
+            Release::Unlock => lock
+                .kind
+                .unlock(&lock.call(field, lease, Patience::Once), latch),
+            Release::Undo(patience) => lock.kind.undo(&lock.call(field, lease, patience), latch),
         })
         .await
         .map_err(|e| lock.wrong_type(e))?;
-    if let (true, short @ Synced::Short { .. }) = (synced, sent.synced) {
-        return Err(engine.replica_sync.not_synced("unlock", &lock.name, short));
+    if let short @ Synced::Short { .. } = sent.synced {
+        return Err(engine.replica_sync.not_synced(operation, &lock.name, short));
     }
     let unlocked = match script::as_i64(&sent.reply) {
         Some(1) => Unlocked::Released,
@@ -198,7 +225,7 @@ pub(crate) async fn send_unlock(
                 field: field.to_string(),
             })
         }
-        _ => return Err(script::unexpected("unlock", &sent.reply)),
+        _ => return Err(script::unexpected(operation, &sent.reply)),
     };
     Ok((unlocked, sent.first_sent))
 }

@@ -1,54 +1,46 @@
 //! Replica-synced lock writes, like Redisson's `syncedEval` with
 //! `checkLockSyncedSlaves`.
 //!
-//! On a cluster or sentinel deployment every lock script is followed, in the
+//! On a cluster or Sentinel deployment every lock script is followed, in the
 //! same pipeline and on the same connection, by `WAIT <n> <slavesSyncTimeout>`,
-//! so the write is known to have reached the replicas a failover would
-//! promote.
+//! so the write is known to have reached the replicas a failover could
+//! promote. What must confirm it comes from the deployment's view
+//! (`topology`), read without a command of its own:
 //!
-//! Two deliberate differences from Redisson, both about what is counted:
+//! * the quorum is taken of the replicas a failover **could promote**
+//!   (`topology::promotion`): a dead or priority-0 replica does not hold
+//!   every write up, and a replica the deployment would promote is never
+//!   left out, even one that is re-attaching after a failover;
+//! * `n` is what the quorum needs plus the replicas that cannot be promoted
+//!   but may acknowledge (their acknowledgement must not stand in for a
+//!   promotable one's), so one lagging replica does not hold every write
+//!   for the whole `slavesSyncTimeout` (Redisson waits for every connected
+//!   replica, then checks that one acknowledged);
+//! * while a failover is under way nothing is confirmed.
 //!
-//! * Redisson counts the replicas *connected* to the primary at that instant
-//!   (`INFO`), and sends no `WAIT` when there are none. Here the quorum is
-//!   taken of the replicas the *deployment* knows the primary has and does
-//!   not consider down (`engine::deployment`): a primary promoted a moment
-//!   ago, whose replicas are still re-attaching, or an old primary that
-//!   resumed after its replicas moved away, has none connected, and a lock
-//!   written there unconfirmed is lost at the next failover. Such a write is
-//!   judged short instead. A connection that reaches a node the deployment
-//!   no longer calls the primary is moved first.
-//! * Redisson always waits for every connected replica (`WAIT <connected>
-//!   ...`) and then only checks that one acknowledged. Here `n` is what the
-//!   quorum needs (1 for Redisson's rule), so one lagging replica does not
-//!   hold every lock write (and every renewal batch) for the whole
-//!   `slavesSyncTimeout`.
-//!
-//! Both counts are cached per connection and node for a second, and dropped
-//! when a write falls short. A single-server address never waits, as in
-//! Redisson.
+//! A write that falls short asks the view to read that primary again. A
+//! single-server address never waits, as in Redisson.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::time::Instant;
 
 use fred::clients::Client;
-use fred::interfaces::{ClientLike, ClusterInterface};
+use fred::interfaces::ClientLike;
 use fred::types::{ClusterHash, CustomCommand, Value};
-use futures::future::BoxFuture;
-use parking_lot::Mutex;
 
 use crate::config::{Config, ReplicaQuorum};
-use crate::engine::deployment::Deployment;
-use crate::engine::kind::ScriptCall;
 use crate::engine::script::WaitFor;
 use crate::error::{Error, Result};
+use crate::topology::{Requirement, Topology};
 
-/// How long a replica count read from INFO is trusted.
-const REPLICA_COUNT_TTL: Duration = Duration::from_secs(1);
-
-/// What stands behind a hold against a failover: how many replicas had
-/// confirmed the write that took it (see [`crate::LockGuard::safety`]).
+/// What stands behind a hold against a failover: how many of the replicas a
+/// failover could promote had confirmed the write that took it (see
+/// [`crate::LockGuard::safety`]).
 ///
 /// Replication in Redis is asynchronous; a `WAIT` only tells how many
 /// replicas had the write when it answered. A failover that promotes a
@@ -63,45 +55,76 @@ pub enum SafetyLevel {
     /// was resolved by reading the hold count (the watchdog's next
     /// confirmed renewal covers it).
     NotChecked,
-    /// `acked` of the `known` replicas the deployment knows the primary has
-    /// (and does not consider down) confirmed the write. `known == 0`: the
-    /// primary had no replica, so a failover loses the lock.
+    /// `acked` of the `promotable` replicas a failover could promote
+    /// confirmed the write. `promotable == 0`: no replica could take over
+    /// from the primary, so no failover can lose the lock (and none can
+    /// keep the deployment up without the primary).
     Replicas {
-        /// Replicas that confirmed.
+        /// Promotable replicas that confirmed.
         acked: u32,
-        /// Replicas the deployment knows the primary has.
-        known: u32,
+        /// Replicas a failover could promote, in the deployment's view.
+        promotable: u32,
     },
 }
 
 /// What the replicas confirmed for one write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Synced {
     /// Nothing to wait for: a single-server address, or a server without
     /// `WAIT` with `checkLockSyncedSlaves` off.
     NotWaited,
-    /// The quorum confirmed (or the check is off): `acked` of the `known`
-    /// replicas the deployment has for the primary.
-    Confirmed { acked: i64, known: i64 },
-    /// Too few replicas confirmed within `slavesSyncTimeout`.
+    /// The quorum confirmed (or the check is off).
+    Confirmed { acked: u32, promotable: u32 },
+    /// Too few promotable replicas confirmed within `slavesSyncTimeout`,
+    /// or none could (`unsettled`: a failover under way).
     Short {
-        acked: i64,
-        connected: i64,
-        known: i64,
+        acked: u32,
+        required: u32,
+        promotable: u32,
+        unsettled: Option<String>,
     },
 }
 
 impl Synced {
     /// The safety level a hold confirmed this way reached.
-    pub(crate) fn level(self) -> SafetyLevel {
-        match self {
+    pub(crate) fn level(&self) -> SafetyLevel {
+        match *self {
             Synced::NotWaited => SafetyLevel::NotChecked,
-            Synced::Confirmed { acked, known } | Synced::Short { acked, known, .. } => {
-                SafetyLevel::Replicas {
-                    acked: acked.clamp(0, u32::MAX as i64) as u32,
-                    known: known.clamp(0, u32::MAX as i64) as u32,
-                }
-            }
+            Synced::Confirmed { acked, promotable }
+            | Synced::Short {
+                acked, promotable, ..
+            } => SafetyLevel::Replicas { acked, promotable },
+        }
+    }
+
+    pub(crate) fn is_short(&self) -> bool {
+        matches!(self, Synced::Short { .. })
+    }
+}
+
+/// How a write is followed and judged (see [`ReplicaSync::plan`]).
+#[derive(Debug)]
+pub(crate) enum Plan {
+    /// A single server, or no `WAIT`: nothing to wait for.
+    NotWaited,
+    /// No write counts as confirmed now; why.
+    Unsettled(String),
+    /// `wait` for `required` of the `promotable` replicas, `others` that
+    /// cannot be promoted acknowledging too.
+    Wait {
+        required: u32,
+        promotable: u32,
+        others: u32,
+        wait: Option<WaitFor>,
+    },
+}
+
+impl Plan {
+    /// The `WAIT` that follows the write, if any.
+    pub(crate) fn wait(&self) -> Option<WaitFor> {
+        match self {
+            Plan::Wait { wait, .. } => *wait,
+            _ => None,
         }
     }
 }
@@ -115,52 +138,45 @@ pub(crate) struct ReplicaSync {
     quorum: ReplicaQuorum,
     wait: Duration,
     timeout: Duration,
-    /// What each primary reached through a connection looks like, and when
-    /// it was read.
-    nodes: Mutex<HashMap<String, (NodeState, Instant, u64)>>,
-    /// Bumped at every sign of a topology change; a cached state read
-    /// before is read again.
-    generation: Arc<AtomicU64>,
-    deployment: Deployment,
-    /// One search for a new primary at a time: a reconnection started by one
-    /// write must not cut the pipelines of others that found the same thing.
-    refreshing: tokio::sync::Mutex<()>,
+    topology: Arc<Topology>,
+    /// The first pause after an acquisition fell short (`retryDelay`).
+    pause: Duration,
+    /// Per primary: acquisitions held back after one fell short there.
+    gates: Mutex<HashMap<String, Gate>>,
 }
 
-/// One primary as a write finds it.
-#[derive(Debug, Clone, Copy)]
-struct NodeState {
-    /// Replicas attached right now (`INFO replication`).
-    connected: i64,
-    /// Replicas the deployment knows it has and does not consider down.
-    known: i64,
-    /// The deployment is not failing over (see `deployment`).
-    settled: bool,
+/// Acquisitions held back on one primary after one fell short there.
+struct Gate {
+    /// The view's generation then: any change of the view lets them through.
+    generation: u64,
+    /// Shorts in a row, for the back-off.
+    shorts: u32,
+    until: Instant,
+    last: Synced,
 }
 
 impl ReplicaSync {
-    pub(crate) fn new(
-        config: &Config,
-        deployment: Deployment,
-        replicated: bool,
-        generation: Arc<AtomicU64>,
-    ) -> Self {
+    pub(crate) fn new(config: &Config, topology: Arc<Topology>) -> Self {
         ReplicaSync {
-            enabled: AtomicBool::new(replicated),
+            enabled: AtomicBool::new(topology.is_replicated()),
             check: config.check_lock_synced_slaves,
             quorum: config.replica_quorum,
             wait: config.slaves_sync_timeout,
             timeout: config.timeout,
-            nodes: Mutex::new(HashMap::new()),
-            generation,
-            deployment,
-            refreshing: tokio::sync::Mutex::new(()),
+            topology,
+            pause: config.retry_delay,
+            gates: Mutex::new(HashMap::new()),
         }
     }
 
     /// Whether lock writes wait for replicas.
     pub(crate) fn is_enabled(&self) -> bool {
         self.enabled.load(Ordering::Relaxed)
+    }
+
+    /// The deployment's view.
+    pub(crate) fn topology(&self) -> &Arc<Topology> {
+        &self.topology
     }
 
     /// At connect, on a replicated deployment: `WAIT 0 0` tells whether the
@@ -195,278 +211,197 @@ impl ReplicaSync {
         }
     }
 
-    /// Runs `call` once on `redis` (the node owning its first key, in
-    /// `slot`), then waits for that node's replicas. `rebuild` makes the call
-    /// again for a `NOSCRIPT` fallback.
-    pub(crate) async fn run(
-        &self,
-        redis: &Client,
-        slot: u16,
-        call: ScriptCall,
-        rebuild: &(dyn Fn() -> ScriptCall + Sync),
-    ) -> Result<(Value, Synced)> {
-        if !self.enabled.load(Ordering::Relaxed) {
-            let reply = call
-                .script
-                .run(redis, self.timeout, slot, call, rebuild)
-                .await?;
-            return Ok((reply, Synced::NotWaited));
+    /// Before an acquisition of `slot` through `redis`, judged from the view
+    /// alone (nothing is sent): [`Error::NoPrimary`] when no write could be
+    /// confirmed now (a failover under way, a connection still moving), and
+    /// the last short write and when to try again when an acquisition on
+    /// the same primary fell short a moment ago and nothing changed since.
+    /// So waiters woken by an undone grant do not run into the same refusal.
+    pub(crate) fn admit(&self, redis: &Client, slot: u16) -> Result<Option<(Synced, Instant)>> {
+        if !self.is_enabled() || !self.check {
+            return Ok(None);
         }
-        // Boxed, so that a deployment without replicas does not carry the
-        // larger replica path inside every write's future, and behind `dyn`
-        // for the reason of `engine::boxed_reply`.
-        let synced: BoxFuture<'_, _> = Box::pin(self.run_synced(redis, slot, call, rebuild));
-        synced.await
-    }
-
-    async fn run_synced(
-        &self,
-        redis: &Client,
-        slot: u16,
-        call: ScriptCall,
-        rebuild: &(dyn Fn() -> ScriptCall + Sync),
-    ) -> Result<(Value, Synced)> {
-        let script = call.script;
-        let node = node_key(redis, slot);
-        let NodeState {
-            connected,
-            known,
-            settled,
-        } = self.node_state(redis, &node, slot).await?;
-        let required = self.required(known);
-        let failing_over = !settled || self.deployment.failover_announced();
-        if required == 0 || connected < required || failing_over {
-            // Nothing to wait for, or no chance the quorum is met: no WAIT
-            // (none at all on a primary without replicas, as Redisson), and
-            // the write is judged on what is attached. During a failover
-            // nothing is confirmed: the replica that confirms may be about to
-            // resync from a new primary without the write.
-            let reply = script.run(redis, self.timeout, slot, call, rebuild).await?;
-            if connected < required || failing_over {
-                // Replicas are re-attaching (a fresh primary), gone, or the
-                // primary is changing: read the state again next time.
-                self.forget(&node);
+        match self.topology.requirement(redis, slot) {
+            Requirement::Moving(why) | Requirement::Unsettled(why) => Err(Error::NoPrimary(why)),
+            Requirement::Nothing => Ok(None),
+            Requirement::Replicas { .. } => {
+                let node = self.topology.node_of(redis, slot);
+                let generation = self.topology.generation();
+                let gates = self.gates.lock();
+                Ok(gates
+                    .get(&node)
+                    .filter(|g| g.generation == generation && Instant::now() < g.until)
+                    .map(|g| (g.last.clone(), g.until)))
             }
-            let synced = if failing_over && required > 0 && self.check {
-                Synced::Short {
-                    acked: 0,
-                    connected,
-                    known,
-                }
-            } else {
-                self.judge(0, connected, known)
-            };
-            return Ok((reply, synced));
         }
-        let (reply, acked) = script
-            .run_then_wait(
-                redis,
-                self.timeout,
-                slot,
-                call,
-                rebuild,
-                WaitFor {
-                    replicas: required,
-                    timeout: self.wait,
-                },
-            )
-            .await?;
-        // A server that lost WAIT after the probe (a failover to another
-        // kind of node): nothing was confirmed.
-        let acked = acked.unwrap_or(0);
-        if acked < required {
-            // The replica set changed, or lags: read it again next time.
-            self.forget(&node);
-        }
-        Ok((reply, self.judge(acked, connected, known)))
     }
 
-    /// How many acknowledgements the quorum needs from a primary the
-    /// deployment knows `known` replicas of.
-    fn required(&self, known: i64) -> i64 {
+    /// After an acquisition's write to `slot` through `redis`: one that fell
+    /// short holds the next ones on that primary back for a pause
+    /// (exponential, full jitter) that any change of the view ends; one that
+    /// was confirmed lets them through. Returns when to try again.
+    pub(crate) fn note_acquire(&self, redis: &Client, slot: u16, synced: &Synced) -> Instant {
+        let node = self.topology.node_of(redis, slot);
+        let mut gates = self.gates.lock();
+        if !synced.is_short() {
+            gates.remove(&node);
+            return Instant::now();
+        }
+        let generation = self.topology.generation();
+        let shorts = match gates.get(&node) {
+            Some(g) if g.generation == generation => g.shorts + 1,
+            _ => 1,
+        };
+        let until = Instant::now() + crate::config::retry_pause(self.pause, shorts - 1);
+        gates.insert(
+            node,
+            Gate {
+                generation,
+                shorts,
+                until,
+                last: synced.clone(),
+            },
+        );
+        until
+    }
+
+    /// What a write of `slot` through `redis` is followed by, and how its
+    /// acknowledgements will be judged, from the deployment's view (nothing
+    /// is sent). [`Error::NoPrimary`] when the connection still reaches a
+    /// node that is no longer the primary: nothing may be sent on it.
+    pub(crate) fn plan(&self, redis: &Client, slot: u16) -> Result<Plan> {
+        if !self.is_enabled() {
+            return Ok(Plan::NotWaited);
+        }
+        Ok(match self.topology.requirement(redis, slot) {
+            Requirement::Nothing => Plan::NotWaited,
+            Requirement::Moving(why) => return Err(Error::NoPrimary(why)),
+            // Sent all the same (a renewal must still reach the primary, an
+            // unlock must still happen), but nothing is confirmed: the
+            // replica that confirms may be about to resync from a new
+            // primary without the write.
+            Requirement::Unsettled(why) => Plan::Unsettled(why),
+            Requirement::Replicas { promotable, others } => {
+                let required = self.required(promotable);
+                Plan::Wait {
+                    required,
+                    promotable,
+                    others,
+                    // No replica could take over: nothing a failover could
+                    // lose, nothing to wait for.
+                    wait: (required > 0).then_some(WaitFor {
+                        replicas: i64::from(required + others),
+                        timeout: self.wait,
+                    }),
+                }
+            }
+        })
+    }
+
+    /// What the replicas confirmed of a write sent as `plan` says, `acked`
+    /// of them answering its `WAIT`. A write that fell short asks the view
+    /// to read that primary again.
+    pub(crate) fn judge(
+        &self,
+        plan: Plan,
+        acked: Option<i64>,
+        redis: &Client,
+        slot: u16,
+    ) -> Synced {
+        let synced = match plan {
+            Plan::NotWaited => Synced::NotWaited,
+            Plan::Unsettled(why) if self.check => Synced::Short {
+                acked: 0,
+                required: 0,
+                promotable: 0,
+                unsettled: Some(why),
+            },
+            Plan::Unsettled(_) => Synced::Confirmed {
+                acked: 0,
+                promotable: 0,
+            },
+            Plan::Wait {
+                required,
+                promotable,
+                others,
+                ..
+            } => {
+                // Acknowledgements beyond the promotable replicas' may come
+                // from the others; only what is left surely came from
+                // promotable ones.
+                let acked = acked
+                    .unwrap_or(0)
+                    .saturating_sub(i64::from(others))
+                    .clamp(0, i64::from(promotable)) as u32;
+                self.judged(acked, required, promotable)
+            }
+        };
+        if synced.is_short() {
+            self.topology.fell_short(redis, slot);
+        }
+        synced
+    }
+
+    /// How many acknowledgements of promotable replicas the quorum needs.
+    fn required(&self, promotable: u32) -> u32 {
         if !self.check {
             // Redisson still waits for one when the check is off, and logs.
-            return known.min(1);
+            return promotable.min(1);
         }
-        match self.quorum {
-            ReplicaQuorum::Any => known.min(1),
-            ReplicaQuorum::All => known,
-            ReplicaQuorum::AtLeast(n) => i64::from(n),
-        }
+        self.quorum.required(promotable)
     }
 
     /// Extra time a synced write may take beyond the command timeout.
-    pub(crate) fn extra_time(&self) -> std::time::Duration {
-        if self.enabled.load(Ordering::Relaxed) {
+    pub(crate) fn extra_time(&self) -> Duration {
+        if self.is_enabled() {
             self.wait + Duration::from_secs(1)
         } else {
             Duration::ZERO
         }
     }
 
-    fn judge(&self, acked: i64, connected: i64, known: i64) -> Synced {
-        if self.quorum.is_met(acked, known) {
-            Synced::Confirmed { acked, known }
+    fn judged(&self, acked: u32, required: u32, promotable: u32) -> Synced {
+        if acked >= required {
+            Synced::Confirmed { acked, promotable }
         } else if !self.check {
             tracing::warn!(
                 acked,
-                known,
-                connected,
+                promotable,
                 "lock write not confirmed by replicas (checkLockSyncedSlaves is off)"
             );
-            Synced::Confirmed { acked, known }
+            Synced::Confirmed { acked, promotable }
         } else {
             Synced::Short {
                 acked,
-                connected,
-                known,
+                required,
+                promotable,
+                unsettled: None,
             }
         }
     }
 
     /// The error for a write that stayed short on every attempt.
     pub(crate) fn not_synced(&self, operation: &'static str, name: &str, synced: Synced) -> Error {
-        let (acked, connected, known) = match synced {
+        let (acked, required, promotable, unsettled) = match synced {
             Synced::Short {
                 acked,
-                connected,
-                known,
-            } => (acked, connected, known),
-            _ => (0, 0, 0),
+                required,
+                promotable,
+                unsettled,
+            } => (acked, required, promotable, unsettled),
+            _ => (0, 0, 0, None),
         };
         Error::ReplicasNotSynced {
             operation,
             name: name.to_string(),
             acked,
-            known,
-            connected,
-            required: match self.quorum {
-                ReplicaQuorum::Any => "at least 1".into(),
-                ReplicaQuorum::All => "all".into(),
-                ReplicaQuorum::AtLeast(n) => format!("at least {n}"),
-            },
+            required,
+            promotable,
+            unsettled,
         }
-    }
-
-    fn forget(&self, node: &str) {
-        self.nodes.lock().remove(node);
-        self.deployment.forget();
-    }
-
-    /// The primary `redis` reaches for `slot`: its attached replicas and the
-    /// ones the deployment knows. A connection that still reaches a demoted
-    /// or deposed primary is moved to the current one first.
-    async fn node_state(&self, redis: &Client, node: &str, slot: u16) -> Result<NodeState> {
-        let generation = self.generation.load(Ordering::Relaxed);
-        if let Some((state, read_at, seen)) = self.nodes.lock().get(node) {
-            if read_at.elapsed() < REPLICA_COUNT_TTL && *seen == generation {
-                return Ok(*state);
-            }
-        }
-        let mut refreshed = false;
-        loop {
-            let info: String = redis
-                .custom(
-                    CustomCommand::new_static("INFO", ClusterHash::Custom(slot), false),
-                    vec!["replication"],
-                )
-                .await
-                .map_err(|e| Error::from_redis(&e, self.timeout))?;
-            let field = |name: &str| {
-                info.lines()
-                    .find_map(|l| l.strip_prefix(name))
-                    .map(|v| v.trim().to_string())
-            };
-            let replica = field("role:").as_deref() == Some("slave");
-            let view = if replica {
-                None
-            } else {
-                Some(self.deployment.view(redis, slot).await?)
-            };
-            if replica || view.is_some_and(|v| !v.is_primary) {
-                // This connection reaches a node that is no longer the
-                // primary: a failover fred has not noticed (nothing was
-                // redirected or refused yet), or an old primary that resumed
-                // after the others moved on. Find the current one; nothing
-                // was sent so far.
-                if refreshed {
-                    // Nothing was sent: a definite failure, not an unknown one.
-                    return Err(Error::NoPrimary(
-                        "the node reached after reconnecting is not the primary".into(),
-                    ));
-                }
-                refreshed = true;
-                tracing::info!(
-                    replica,
-                    "a lock write found a node that is no longer the primary; reconnecting"
-                );
-                self.reconnect(redis, slot).await?;
-                continue;
-            }
-            let connected = field("connected_slaves:")
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0);
-            let known = view.and_then(|v| v.known_replicas).unwrap_or(connected);
-            let settled = view.is_none_or(|v| v.settled);
-            let state = NodeState {
-                connected,
-                known,
-                settled,
-            };
-            self.nodes
-                .lock()
-                .insert(node.to_string(), (state, Instant::now(), generation));
-            return Ok(state);
-        }
-    }
-
-    /// Points `redis` at the current primary, unless another write did so meanwhile.
-    async fn reconnect(&self, redis: &Client, slot: u16) -> Result<()> {
-        let _one_at_a_time = self.refreshing.lock().await;
-        self.deployment.forget();
-        let role: std::result::Result<String, _> = redis
-            .custom(
-                CustomCommand::new_static("ROLE", ClusterHash::Custom(slot), false),
-                Vec::<Value>::new(),
-            )
-            .await
-            .map(|reply: Vec<Value>| {
-                reply
-                    .first()
-                    .and_then(|r| r.as_string())
-                    .unwrap_or_default()
-            });
-        let still_primary = role.as_deref().unwrap_or("slave") == "master"
-            && self.deployment.view(redis, slot).await?.is_primary;
-        if !still_primary {
-            let found = if redis.cached_cluster_state().is_some() {
-                redis.sync_cluster().await
-            } else {
-                redis.force_reconnection().await
-            };
-            found.map_err(|e| Error::from_redis(&e, self.timeout))?;
-        }
-        Ok(())
-    }
-
-    /// Once connected: follows the sentinels' failover announcements (on
-    /// Sentinel).
-    pub(crate) fn listen(&self, topology_changed: Arc<tokio::sync::Notify>) {
-        self.deployment.listen(topology_changed);
     }
 
     pub(crate) async fn quit(&self) {
-        self.deployment.quit().await;
+        self.topology.quit().await;
     }
-}
-
-/// The cache key of a replica count: this connection (each writer follows
-/// a sentinel failover on its own) and, on a cluster, the primary that owns
-/// `slot` as fred last saw it.
-fn node_key(redis: &Client, slot: u16) -> String {
-    let primary = redis
-        .cached_cluster_state()
-        .and_then(|state| state.get_server(slot).map(|s| s.to_string()))
-        .unwrap_or_default();
-    format!("{}/{primary}", redis.id())
 }

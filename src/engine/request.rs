@@ -47,9 +47,20 @@ pub(crate) struct Target<'a> {
     pub(crate) name: &'a str,
     /// The latch key of this request, in the object's hash slot.
     pub(crate) latch_key: String,
-    /// Replay a reply the replicas did not confirm (its `WAIT` runs again and
-    /// covers the first write), up to the retry budget.
-    pub(crate) replay_short: bool,
+    /// Whether the replicas must confirm it: replayed while they do not
+    /// (its `WAIT` runs again and covers the first write), up to the retry
+    /// budget; or not waited for at all.
+    pub(crate) confirm: Confirm,
+}
+
+/// Whether a request waits for the replicas.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Confirm {
+    /// Replayed until they confirm, within the retry budget.
+    Replay,
+    /// Not waited for: taking back a grant the replicas did not confirm
+    /// (waiting again would only double the caller's wait).
+    Skip,
 }
 
 impl Request {
@@ -100,11 +111,24 @@ impl Request {
         let first_sent = *self.first_sent.get_or_init(Instant::now);
         let mut attempt = 0;
         loop {
+            let pause = crate::config::retry_pause(config.retry_delay, attempt);
             let may_retry = attempt + 1 < config.retry_attempts
-                && !too_late(first_sent, Instant::now() + config.retry_delay);
-            match engine.write(|| build(&latch)).await {
-                Ok((_, Synced::Short { acked, known, .. })) if target.replay_short && may_retry => {
-                    tracing::info!(name = %target.name, operation = target.operation, attempt, acked, known, "write not confirmed by replicas; replaying through its latch");
+                && !too_late(first_sent, Instant::now() + pause);
+            let sent = match target.confirm {
+                Confirm::Replay => engine.write(|| build(&latch)).await,
+                Confirm::Skip => engine
+                    .run_unsynced(|| build(&latch))
+                    .await
+                    .map(|reply| (reply, Synced::NotWaited)),
+            };
+            match sent {
+                Ok((
+                    _,
+                    Synced::Short {
+                        acked, promotable, ..
+                    },
+                )) if may_retry => {
+                    tracing::info!(name = %target.name, operation = target.operation, attempt, acked, promotable, "write not confirmed by replicas; replaying through its latch");
                 }
                 Ok((reply, synced)) => {
                     // The latch only matters while a replay could still come;
@@ -128,7 +152,7 @@ impl Request {
                 Err(e) => return Err(e),
             }
             attempt += 1;
-            tokio::time::sleep(config.retry_delay).await;
+            tokio::time::sleep(pause).await;
         }
     }
 }
@@ -139,12 +163,17 @@ fn per_attempt(engine: &Engine) -> Duration {
     engine.config.timeout + engine.replica_sync.extra_time()
 }
 
-/// How long a latch lives: long enough to outlive every replay (Redisson:
-/// `(timeout + retryDelay) * retryAttempts`).
+/// How long a latch lives: long enough to outlive every replay, each send
+/// and the longest pause before it (Redisson: `(timeout + retryDelay) *
+/// retryAttempts`, with its pauses of at most twice `retryDelay`).
 pub(crate) fn latch_ttl(engine: &Engine) -> Duration {
     let config = &engine.config;
-    let ms = (per_attempt(engine).as_millis() + config.retry_delay.as_millis())
-        .saturating_mul(u128::from(config.retry_attempts.max(1)))
+    let attempts = config.retry_attempts.max(1);
+    let pauses: Duration = (0..attempts)
+        .map(|retry| crate::config::retry_step(config.retry_delay, retry))
+        .sum();
+    let ms = (per_attempt(engine) * attempts + pauses)
+        .as_millis()
         .clamp(1, crate::engine::lease::MAX_LEASE.as_millis());
     Duration::from_millis(ms as u64)
 }

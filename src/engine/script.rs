@@ -73,23 +73,19 @@ impl Script {
         })
     }
 
-    /// Sends `call` as `EVALSHA` only, with one attempt: a `NOSCRIPT` error
-    /// comes back to the caller.
+    /// Sends `call` as `EVALSHA` only, with one attempt, followed by `wait`
+    /// when given: a `NOSCRIPT` error comes back to the caller. Returns the
+    /// reply and, with `wait`, how many replicas acknowledged.
     pub(crate) async fn send_cached(
         &self,
         redis: &Client,
         timeout: Duration,
         slot: u16,
         call: ScriptCall,
-    ) -> Result<Value> {
-        send(
-            redis,
-            timeout,
-            "EVALSHA",
-            call.into_argv(self.sha1.clone()),
-            slot,
-        )
-        .await
+        wait: Option<WaitFor>,
+    ) -> Result<(Value, Option<i64>)> {
+        let argv = call.into_argv(self.sha1.clone());
+        send_waiting(redis, timeout, "EVALSHA", argv, slot, wait).await
     }
 
     /// `SCRIPT LOAD`s the script on the node owning `slot`. Loading twice
@@ -112,11 +108,11 @@ impl Script {
             .map_err(|e| Error::from_redis(&e, timeout))
     }
 
-    /// Runs `call` once on the node that owns its first key (`slot`). On
-    /// `NOSCRIPT` the script did not run, so its text goes out instead, with
-    /// the arguments `rebuild` makes again: the first ones went to fred, and
-    /// keeping a copy of every call for that rare case would cost each call
-    /// an allocation per argument.
+    /// Runs `call` once on the node that owns its first key (`slot`),
+    /// followed by `wait` when given. On `NOSCRIPT` the script did not run,
+    /// so its text goes out instead, with the arguments `rebuild` makes
+    /// again: the first ones went to fred, and keeping a copy of every call
+    /// for that rare case would cost each call an allocation per argument.
     pub(crate) async fn run(
         &self,
         redis: &Client,
@@ -124,10 +120,11 @@ impl Script {
         slot: u16,
         call: ScriptCall,
         rebuild: &(dyn Fn() -> ScriptCall + Sync),
-    ) -> Result<Value> {
-        match self.send_cached(redis, timeout, slot, call).await {
+        wait: Option<WaitFor>,
+    ) -> Result<(Value, Option<i64>)> {
+        match self.send_cached(redis, timeout, slot, call, wait).await {
             Err(e) if e.is_noscript() => {
-                send(redis, timeout, "EVAL", self.eval(rebuild), slot).await
+                send_waiting(redis, timeout, "EVAL", self.eval(rebuild), slot, wait).await
             }
             other => other,
         }
@@ -140,35 +137,36 @@ impl Script {
     }
 }
 
-impl Script {
-    /// Runs the script once, pipelined with `WAIT <replicas> <wait>` on the
-    /// same connection, so the WAIT covers exactly this write. Returns the
-    /// script's reply and how many replicas acknowledged, or `None` when the
-    /// server has no WAIT (a proxy that refuses it).
-    pub(crate) async fn run_then_wait(
-        &self,
-        redis: &Client,
-        timeout: Duration,
-        slot: u16,
-        call: ScriptCall,
-        rebuild: &(dyn Fn() -> ScriptCall + Sync),
-        wait: WaitFor,
-    ) -> Result<(Value, Option<i64>)> {
-        let limit = timeout + wait.timeout;
-        let argv = call.into_argv(self.sha1.clone());
-        let first = send_then_wait(redis, limit, "EVALSHA", argv, slot, wait).await;
-        let (reply, acked) = match first {
-            Err(e) if e.is_noscript() => {
-                send_then_wait(redis, limit, "EVAL", self.eval(rebuild), slot, wait).await?
+/// `cmd argv` alone, or pipelined with `WAIT` on the same connection so
+/// that the `WAIT` covers exactly this write.
+///
+/// Behind `dyn`, for the reason of [`boxed_reply`]: every lock write's
+/// future would otherwise carry both paths, fred's futures inline.
+fn send_waiting<'a>(
+    redis: &'a Client,
+    timeout: Duration,
+    cmd: &'static str,
+    argv: Vec<Value>,
+    slot: u16,
+    wait: Option<WaitFor>,
+) -> futures::future::BoxFuture<'a, Result<(Value, Option<i64>)>> {
+    Box::pin(async move {
+        match wait {
+            None => send(redis, timeout, cmd, argv, slot)
+                .await
+                .map(|reply| (reply, None)),
+            Some(wait) => {
+                let (reply, acked) =
+                    send_then_wait(redis, timeout + wait.timeout, cmd, argv, slot, wait).await?;
+                // A server without WAIT (a proxy that refuses it) confirmed nothing.
+                Ok((reply, Some(acked.unwrap_or(0))))
             }
-            other => other?,
-        };
-        Ok((reply, acked))
-    }
+        }
+    })
 }
 
 /// The `WAIT <replicas> <timeout>` that follows a script.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct WaitFor {
     pub(crate) replicas: i64,
     pub(crate) timeout: Duration,

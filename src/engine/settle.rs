@@ -175,7 +175,7 @@ pub(crate) async fn give_back_untracked(lock: &RawLock, hold: &Arc<Hold>) {
     let lease = hold.lease_after_release(false, engine.config.lock_watchdog_timeout);
     for _ in 0..extra.clamp(0, 64) {
         tracing::info!(lock = %lock.name, "giving back a hold this client did not record");
-        match send_unlock(lock, &field, lease, &Request::new(), true).await {
+        match send_unlock(lock, &field, lease, &Request::new()).await {
             Ok((Unlocked::StillHeld, _)) => {}
             Ok((Unlocked::Released, _)) => break,
             Err(e) => {

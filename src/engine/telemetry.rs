@@ -167,9 +167,9 @@ pub(crate) fn lost(hold: &Hold, reason: &'static str) {
 /// (the acquire's).
 pub(crate) fn acquired_at(kind: &'static dyn LockKind, level: SafetyLevel) {
     let (field, label) = match level {
-        SafetyLevel::Replicas { acked, known } => (
-            format!("{acked}/{known}"),
-            match (acked, known) {
+        SafetyLevel::Replicas { acked, promotable } => (
+            format!("{acked}/{promotable}"),
+            match (acked, promotable) {
                 (_, 0) => "no_replicas",
                 (0, _) => "no_replica_acked",
                 (a, k) if a >= k => "all_replicas",

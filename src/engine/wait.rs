@@ -64,6 +64,9 @@ pub(crate) struct Waiter<'a> {
     pub(crate) channel: Option<(String, Wake)>,
     /// `None`: no limit.
     pub(crate) deadline: Option<Instant>,
+    /// Also wakes it: the deployment's view changing (a waiter held back
+    /// for want of replicas tries again at once).
+    pub(crate) topology: Option<tokio::sync::watch::Receiver<u64>>,
 }
 
 impl Waiter<'_> {
@@ -129,8 +132,21 @@ impl Waiter<'_> {
                     None => tokio::time::sleep(pause).await,
                 }
             };
+            let mut topology = self.topology.clone();
+            let view_changed = async {
+                match topology.as_mut() {
+                    Some(changes) => {
+                        changes.borrow_and_update();
+                        if changes.changed().await.is_err() {
+                            std::future::pending::<()>().await
+                        }
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
             tokio::select! {
                 _ = slept => {}
+                _ = view_changed => {}
                 _ = until_set(closing.clone()) => return Err(Error::Shutdown),
             }
         }
@@ -188,6 +204,10 @@ async fn acquire_traced(
                 Attempt::Acquired(held, token) => Ok(Some((held, token))),
                 Attempt::Held(_) => Ok(None),
                 Attempt::Busy => Err(Error::Timeout(engine.timeout())),
+                // One try: no second chance within it.
+                Attempt::Unconfirmed { synced, .. } => Err(engine
+                    .replica_sync
+                    .not_synced("acquire", &lock.name, synced)),
             };
         }
         // A deadline too far to represent is no deadline.
@@ -206,6 +226,10 @@ async fn acquire_traced(
         engine,
         channel,
         deadline,
+        topology: engine
+            .replica_sync
+            .is_enabled()
+            .then(|| engine.replica_sync.topology().changes()),
     };
     let mut attempts = LockAttempts {
         lock,
@@ -217,9 +241,20 @@ async fn acquire_traced(
         backoff: FIRST_BACKOFF,
         tried: false,
         no_primary_since: None,
+        unconfirmed: 0,
+        last_short: None,
         trace,
     };
-    match waiter.wait(&mut attempts).await {
+    let outcome = waiter.wait(&mut attempts).await;
+    let outcome = match (outcome, attempts.last_short.take()) {
+        // The wait ran out while the replicas kept refusing: say so, rather
+        // than that someone held the lock.
+        (Ok(None), Some(synced)) => Err(engine
+            .replica_sync
+            .not_synced("acquire", &lock.name, synced)),
+        (outcome, _) => outcome,
+    };
+    match outcome {
         Ok(Some(granted)) => {
             give_up.disarm();
             Ok(Some(granted))
@@ -246,6 +281,10 @@ struct LockAttempts<'a> {
     tried: bool,
     /// Since when attempts have found no primary to write to.
     no_primary_since: Option<Instant>,
+    /// Attempts in a row the replicas did not confirm.
+    unconfirmed: u32,
+    /// The last of them, while the refusals last.
+    last_short: Option<crate::engine::replica_sync::Synced>,
     trace: &'a mut AcquireTrace,
 }
 
@@ -282,7 +321,25 @@ impl Attempts for LockAttempts<'_> {
             Attempt::Acquired(held, token) => return Ok(Step::Done((held, token))),
             Attempt::Held(ttl) => ttl,
             Attempt::Busy => return Ok(Step::GiveUp),
+            Attempt::Unconfirmed { synced, retry_at } => {
+                // Within a bounded wait, tried again until it runs out; a
+                // wait without a limit, `retryAttempts` times.
+                self.unconfirmed += 1;
+                let engine = &self.lock.engine;
+                if self.deadline.is_none() && self.unconfirmed >= engine.config.retry_attempts {
+                    return Err(engine
+                        .replica_sync
+                        .not_synced("acquire", &self.lock.name, synced));
+                }
+                self.last_short = Some(synced);
+                self.tried = true;
+                return Ok(Step::Again(Some(
+                    retry_at.saturating_duration_since(Instant::now()),
+                )));
+            }
         };
+        self.unconfirmed = 0;
+        self.last_short = None;
         if !std::mem::replace(&mut self.tried, true) {
             // The first refusal only leads to joining the channel.
             return Ok(Step::Again(None));

@@ -6,9 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock, Weak};
-
-use fred::clients::Client;
-use fred::interfaces::EventInterface;
+use std::time::Duration;
 
 use fred::types::Value;
 use futures::StreamExt;
@@ -48,61 +46,43 @@ pub struct WatchdogStats {
 pub(crate) async fn run(
     engine: Weak<Engine>,
     mut shutdown: watch::Receiver<bool>,
-    topology_changed: Arc<tokio::sync::Notify>,
+    mut topology_changes: watch::Receiver<u64>,
 ) {
     let Some(period) = engine.upgrade().map(|e| e.config.lock_watchdog_timeout / 3) else {
         return;
     };
+    // Renewals a change brings forward are at least this far apart: a
+    // renewal that falls short asks for the view again, which changes it.
+    let gap = (period / 4).min(Duration::from_millis(500));
+    let mut last = Instant::now();
     loop {
-        tokio::select! {
-            _ = tokio::time::sleep(period) => {}
-            // A write connection reconnected or the cluster map changed: a
-            // failover may have lost locks, and their holders learn it from a
-            // renewal. Renew now rather than up to a period later.
-            _ = topology_changed.notified() => {}
+        let brought_forward = tokio::select! {
+            _ = tokio::time::sleep_until(last + period) => false,
+            // A connection was re-made, the cluster map or the sentinels'
+            // view changed: a failover may have lost locks, and their holders
+            // learn it from a renewal; a renewal held back by a replica that
+            // no longer counts goes through. Renew now rather than up to a
+            // period later.
+            changed = topology_changes.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                true
+            }
             _ = shutdown.wait_for(|stop| *stop) => return,
+        };
+        if brought_forward {
+            tokio::select! {
+                _ = tokio::time::sleep_until(last + gap) => {}
+                _ = shutdown.wait_for(|stop| *stop) => return,
+            }
+            topology_changes.borrow_and_update();
         }
         let Some(engine) = engine.upgrade() else {
             return;
         };
+        last = Instant::now();
         renew_all(&engine).await;
-    }
-}
-
-/// Wakes `topology_changed` and bumps `generation` whenever one of
-/// `writers` reconnects (a sentinel failover moves it to the new primary)
-/// or the cluster map changes, until shutdown.
-pub(crate) fn watch_topology(
-    writers: &[Client],
-    topology_changed: Arc<tokio::sync::Notify>,
-    generation: Arc<std::sync::atomic::AtomicU64>,
-    shutdown: watch::Receiver<bool>,
-) {
-    use tokio::sync::broadcast::error::RecvError;
-    for writer in writers {
-        let mut reconnects = writer.reconnect_rx();
-        let mut changes = writer.cluster_change_rx();
-        let (nudge, generation, mut shutdown) = (
-            topology_changed.clone(),
-            generation.clone(),
-            shutdown.clone(),
-        );
-        tokio::spawn(async move {
-            loop {
-                let event = tokio::select! {
-                    e = reconnects.recv() => e.map(drop),
-                    e = changes.recv() => e.map(drop),
-                    _ = shutdown.wait_for(|stop| *stop) => return,
-                };
-                match event {
-                    Ok(()) | Err(RecvError::Lagged(_)) => {
-                        generation.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        nudge.notify_one();
-                    }
-                    Err(RecvError::Closed) => return,
-                }
-            }
-        });
     }
 }
 
@@ -245,12 +225,19 @@ async fn renew_batch(engine: &Engine, holds: &[Arc<Hold>]) -> CycleStats {
         }
     };
     let confirmed = !matches!(synced, Synced::Short { .. });
-    if let Synced::Short { acked, known, .. } = synced {
+    if let Synced::Short {
+        acked,
+        promotable,
+        unsettled,
+        ..
+    } = &synced
+    {
         // Renewed on the primary only: a failover now would bring back the
         // old expiry, so the deadlines are not moved.
         tracing::warn!(
             acked,
-            known,
+            promotable,
+            unsettled,
             locks = holds.len(),
             "lock renewal not confirmed by replicas"
         );

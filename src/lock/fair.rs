@@ -168,6 +168,9 @@ static FORCE_UNLOCK: LazyLock<Script> = fair_script!("force_unlock.lua");
 /// Walks the whole queue: never batched.
 static GIVE_UP: LazyLock<Script> =
     LazyLock::new(|| Script::walking(include_str!("../../lua/fair/give_up.lua")));
+/// Walks the deadlines when it puts a waiter back: never batched.
+static UNDO: LazyLock<Script> =
+    LazyLock::new(|| Script::walking(include_str!("../../lua/fair/undo.lua")));
 
 /// The client's wall clock in ms, as Redisson passes `now` to the fair scripts.
 pub(super) fn now_ms() -> i64 {
@@ -224,6 +227,10 @@ impl LockKind for FairKind {
         unlock(call, latch)
     }
 
+    fn undo(&self, call: &Call, latch: &Latch) -> ScriptCall {
+        undo(call, latch)
+    }
+
     fn force_unlock(&self, engine: &Engine, lock: &str) -> ScriptCall {
         force_unlock(engine, lock)
     }
@@ -256,6 +263,29 @@ pub(super) fn unlock(call: &Call, latch: &Latch) -> ScriptCall {
             call.field.into(),
             now_ms().into(),
             call.engine.publish_command.into(),
+            latch.ttl_ms.into(),
+        ],
+    }
+}
+
+/// Takes back an unconfirmed grant, the owner back at the head of the queue
+/// (when it queued: not for a single try); also the non-reentrant fair
+/// lock's.
+pub(super) fn undo(call: &Call, latch: &Latch) -> ScriptCall {
+    let mut keys = keys(call.lock);
+    keys.push(latch.key.clone());
+    let wait = match call.patience {
+        Patience::Once => 0,
+        Patience::For(_) | Patience::Forever => wait_ms(call),
+    };
+    ScriptCall {
+        script: &UNDO,
+        keys,
+        args: vec![
+            call.field.into(),
+            call.lease_ms.into(),
+            wait.into(),
+            now_ms().into(),
             latch.ttl_ms.into(),
         ],
     }

@@ -203,6 +203,10 @@ impl LockKind for NonReentrantFairKind {
         fair::unlock(call, latch)
     }
 
+    fn undo(&self, call: &Call, latch: &Latch) -> ScriptCall {
+        fair::undo(call, latch)
+    }
+
     fn force_unlock(&self, engine: &Engine, lock: &str) -> ScriptCall {
         fair::force_unlock(engine, lock)
     }

@@ -256,6 +256,7 @@ impl RCountDownLatch {
             engine: &self.object.engine,
             channel: Some((self.channel(), Wake::Level)),
             deadline,
+            topology: None,
         };
         Ok(waiter.wait(&mut Looks(self)).await?.is_some())
     }

@@ -543,6 +543,7 @@ impl RPermitExpirableSemaphore {
             engine: &self.object.engine,
             channel: Some((self.channel(), Wake::UpTo)),
             deadline,
+            topology: None,
         };
         waiter
             .wait(&mut Takes {

@@ -353,6 +353,7 @@ impl RSemaphore {
             engine: &self.object.engine,
             channel: Some((self.channel(), Wake::UpTo)),
             deadline,
+            topology: None,
         };
         waiter
             .wait(&mut Takes {

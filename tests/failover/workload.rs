@@ -307,7 +307,7 @@ async fn contend(
 
 fn safety_name(level: SafetyLevel) -> String {
     match level {
-        SafetyLevel::Replicas { acked, known } => format!("{acked}/{known}"),
+        SafetyLevel::Replicas { acked, promotable } => format!("{acked}/{promotable}"),
         other => format!("{other:?}"),
     }
 }

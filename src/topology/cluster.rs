@@ -1,0 +1,248 @@
+//! The cluster's primaries and which of their replicas a failover could
+//! promote, from `CLUSTER NODES`.
+//!
+//! One node is asked every [`SCAN_PERIOD`] (the primaries in turn: as
+//! often as Redisson scans a cluster), and a primary is asked again at once
+//! when a write to it fell short of its replicas or the slot map changed,
+//! at most once a second per node. A write asks nothing of its own.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::clients::Client;
+use fred::interfaces::{ClientLike, ClusterInterface};
+use fred::types::config::{Options, Server};
+use fred::types::{ClusterHash, CustomCommand};
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::error::{Error, Result};
+use crate::topology::promotion::{cluster_standing, parse_cluster_nodes, Standing};
+
+/// How often one node is asked for the cluster's view (Redisson's
+/// `scanInterval` on a cluster).
+pub(crate) const SCAN_PERIOD: Duration = Duration::from_secs(5);
+
+/// A node is asked again on demand at most this often.
+const FORCED_GAP: Duration = Duration::from_secs(1);
+
+/// What the cluster says of one primary's replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PrimaryReplicas {
+    /// Replicas a failover could promote.
+    pub(crate) promotable: u32,
+    /// Replicas that cannot be promoted but may acknowledge a `WAIT`.
+    pub(crate) others: u32,
+}
+
+#[derive(Default)]
+struct State {
+    /// Every primary serving slots, by each address it is known by.
+    primaries: HashMap<String, PrimaryReplicas>,
+    /// When each node was last asked on demand.
+    forced: HashMap<String, Instant>,
+    /// Nodes to ask on demand.
+    wanted: Vec<Server>,
+    next: usize,
+}
+
+/// The client's view of a cluster.
+pub(crate) struct ClusterWatch {
+    /// The client's command connection (routes by slot, follows redirects).
+    redis: Client,
+    timeout: Duration,
+    state: Mutex<State>,
+    wake: Notify,
+}
+
+impl ClusterWatch {
+    pub(crate) fn new(redis: Client, timeout: Duration) -> Arc<ClusterWatch> {
+        Arc::new(ClusterWatch {
+            redis,
+            timeout,
+            state: Mutex::new(State::default()),
+            wake: Notify::new(),
+        })
+    }
+
+    /// Reads the view once (at connect), from any node.
+    pub(crate) async fn scan_once(&self) -> Result<()> {
+        let node = self.redis.cached_cluster_state().and_then(|s| {
+            let mut primaries = s.unique_primary_nodes();
+            primaries.sort_by(|a, b| (&a.host, a.port).cmp(&(&b.host, b.port)));
+            primaries.into_iter().next()
+        });
+        match node {
+            Some(node) => self.ask(&node).await.map(drop),
+            None => Err(Error::connection("the cluster's slot map is not known yet")),
+        }
+    }
+
+    /// The replicas of the primary at `address` (`host:port`), if it is a
+    /// primary the view knows.
+    pub(crate) fn replicas_of(&self, address: &str) -> Option<PrimaryReplicas> {
+        self.state.lock().primaries.get(address).copied()
+    }
+
+    /// Asks `node` again soon (at most once a second per node).
+    pub(crate) fn refresh(&self, node: Server) {
+        let mut state = self.state.lock();
+        let key = format!("{}:{}", node.host, node.port);
+        if state
+            .forced
+            .get(&key)
+            .is_some_and(|at| at.elapsed() < FORCED_GAP)
+        {
+            return;
+        }
+        state.forced.insert(key, Instant::now());
+        if !state.wanted.contains(&node) {
+            state.wanted.push(node);
+        }
+        drop(state);
+        self.wake.notify_one();
+    }
+
+    /// Asks every primary again soon (the slot map changed).
+    pub(crate) fn refresh_all(&self) {
+        if let Some(state) = self.redis.cached_cluster_state() {
+            for node in state.unique_primary_nodes() {
+                self.refresh(node);
+            }
+        }
+    }
+
+    /// Asks `node` for `CLUSTER NODES` and takes its view. Returns whether
+    /// anything changed.
+    async fn ask(&self, node: &Server) -> Result<bool> {
+        let options = Options {
+            cluster_node: Some(node.clone()),
+            timeout: Some(self.timeout),
+            max_attempts: Some(1),
+            ..Options::default()
+        };
+        let text: String = self
+            .redis
+            .with_options(&options)
+            .custom(
+                CustomCommand::new_static("CLUSTER", ClusterHash::Random, false),
+                vec!["NODES"],
+            )
+            .await
+            .map_err(|e| Error::from_redis(&e, self.timeout))?;
+        let primaries = primaries_in(&text);
+        let mut state = self.state.lock();
+        let changed = state.primaries != primaries;
+        state.primaries = primaries;
+        Ok(changed)
+    }
+
+    /// The next node to ask: one wanted now, else the next primary in turn.
+    fn next_node(&self) -> Option<Server> {
+        let mut state = self.state.lock();
+        if !state.wanted.is_empty() {
+            return Some(state.wanted.remove(0));
+        }
+        let mut primaries = self.redis.cached_cluster_state()?.unique_primary_nodes();
+        if primaries.is_empty() {
+            return None;
+        }
+        primaries.sort_by(|a, b| (&a.host, a.port).cmp(&(&b.host, b.port)));
+        state.next = (state.next + 1) % primaries.len();
+        Some(primaries.swap_remove(state.next))
+    }
+
+    /// Scans until the client stops: a node every [`SCAN_PERIOD`], and the
+    /// nodes asked for as soon as they are. `changed` is called when the
+    /// view changed.
+    pub(crate) async fn run(self: Arc<Self>, changed: impl Fn()) {
+        let mut due = Instant::now() + SCAN_PERIOD;
+        loop {
+            let wanted = !self.state.lock().wanted.is_empty();
+            if !wanted {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(due) => {}
+                    _ = self.wake.notified() => {}
+                }
+            }
+            let forced = !self.state.lock().wanted.is_empty();
+            if !forced {
+                due = Instant::now() + SCAN_PERIOD;
+            }
+            let Some(node) = self.next_node() else {
+                continue;
+            };
+            match self.ask(&node).await {
+                Ok(true) => changed(),
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::debug!(node = %node, error = %e, "cluster scan failed; the next one asks another node")
+                }
+            }
+        }
+    }
+}
+
+/// Every primary serving slots in `CLUSTER NODES`, by address (and
+/// announced hostname), with its replicas judged by the cluster's rule.
+fn primaries_in(text: &str) -> HashMap<String, PrimaryReplicas> {
+    let nodes = parse_cluster_nodes(text);
+    let mut primaries = HashMap::new();
+    for primary in nodes.iter().filter(|n| n.is_primary() && n.has_slots) {
+        let mut replicas = PrimaryReplicas {
+            promotable: 0,
+            others: 0,
+        };
+        for replica in nodes
+            .iter()
+            .filter(|n| n.primary_id.as_deref() == Some(primary.id.as_str()))
+        {
+            match cluster_standing(replica) {
+                Standing::Promotable => replicas.promotable += 1,
+                Standing::Passed { may_ack: true } => replicas.others += 1,
+                Standing::Passed { may_ack: false } => {}
+            }
+        }
+        primaries.insert(primary.address.clone(), replicas);
+        if let Some(host) = &primary.hostname {
+            let port = primary.address.rsplit(':').next().unwrap_or_default();
+            primaries.insert(format!("{host}:{port}"), replicas);
+        }
+    }
+    primaries
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_primary_counts_its_promotable_replicas() {
+        let text = "\
+a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460
+b2 127.0.0.1:7001@17001 master - 0 0 2 connected 5461-16383
+c3 127.0.0.1:7002@17002 master - 0 0 3 connected
+r1 127.0.0.1:7003@17003 slave a1 0 0 1 connected
+r2 127.0.0.1:7004@17004 slave a1 0 0 1 disconnected
+r3 127.0.0.1:7005@17005 slave,nofailover b2 0 0 2 connected
+";
+        let primaries = primaries_in(text);
+        assert_eq!(primaries.len(), 2, "a primary without slots is not one");
+        assert_eq!(
+            primaries["127.0.0.1:7000"],
+            PrimaryReplicas {
+                promotable: 1,
+                others: 0
+            }
+        );
+        assert_eq!(
+            primaries["127.0.0.1:7001"],
+            PrimaryReplicas {
+                promotable: 0,
+                others: 1
+            }
+        );
+    }
+}

@@ -1,0 +1,936 @@
+//! The sentinels of a Sentinel deployment: who the primary is, which of its
+//! replicas a failover could promote, and whether a failover is under way.
+//!
+//! * **Asked one at a time, never waited on together.** Each sentinel has
+//!   its own connection, made and used under the command timeout; one poll
+//!   per second goes to the next sentinel in turn (a sentinel is asked every
+//!   `n` seconds), and an event, or a write the replicas fell short of, asks
+//!   them all at once (at most twice a second). A sentinel that does not
+//!   answer (dead, hung, partitioned) is left alone for a while, doubling up
+//!   to 10 s, and logged once; nothing waits for it.
+//! * **A majority decides**, as in Sentinel itself: the primary is the one
+//!   named, at the newest configuration epoch, by a majority of the
+//!   configured sentinels among their recent answers. The view is *settled*
+//!   when that majority agrees and none of it flags the primary
+//!   `o_down` or `failover_in_progress`, and no sentinel has announced a
+//!   failover it has not ended. A minority (one sentinel behind, one that
+//!   lost the primary, one frozen) changes nothing.
+//! * **Promotable replicas** come from the majority's answers, each replica
+//!   judged by Sentinel's own rule (`promotion`) and taken at the best any
+//!   of them says.
+//! * **Announcements**: every sentinel publishes the steps of a failover it
+//!   runs (`+try-failover` comes a timer tick or more before a replica is
+//!   promoted) and its end. Between the promotion of one replica and the
+//!   reconfiguration of the other, the old primary still takes writes and
+//!   its remaining replica still confirms them, and those writes are gone
+//!   once the replica resyncs from the new primary: without this, one
+//!   `SENTINEL FAILOVER` handed out 87 fencing tokens a second time. Each
+//!   sentinel's announcements are tracked apart: a failover one sentinel
+//!   started is over when that sentinel says so, or when a poll of it shows
+//!   none.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::clients::{Client, SubscriberClient};
+use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
+use fred::types::config::{Config as FredConfig, ReconnectPolicy, ServerConfig};
+use fred::types::{Builder, ClusterHash, CustomCommand, Value};
+use parking_lot::Mutex;
+use tokio::sync::{watch, Notify};
+use tokio::time::Instant;
+
+use crate::error::{Error, Result};
+use crate::topology::promotion::{sentinel_standing, SentinelPrimary, SentinelReplica, Standing};
+
+/// One sentinel is polled per tick, in turn.
+const POLL_TICK: Duration = Duration::from_secs(1);
+
+/// Forced polls of every sentinel are at least this far apart.
+const FORCED_GAP: Duration = Duration::from_millis(500);
+
+/// How long a failover a sentinel announced counts as under way when that
+/// sentinel neither announces its end nor can be polled.
+const FAILOVER_MAX: Duration = Duration::from_secs(60);
+
+/// The longest a sentinel that did not answer is left alone.
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+/// One sentinel's answer: what it says of the primary and its replicas.
+#[derive(Debug, Clone)]
+struct Answer {
+    primary: Address,
+    epoch: u64,
+    /// It flags the primary `o_down` or `failover_in_progress`.
+    failing_over: bool,
+    rule: SentinelPrimary,
+    replicas: Vec<SentinelReplica>,
+    at: Instant,
+}
+
+/// A node's address, as the sentinels announce it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Address {
+    pub(crate) host: String,
+    pub(crate) port: u16,
+}
+
+impl std::fmt::Display for Address {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.host, self.port)
+    }
+}
+
+/// What the sentinels say, as the client uses it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct SentinelView {
+    /// The primary a majority named last (kept while no majority answers).
+    pub(crate) primary: Option<Address>,
+    /// A majority names it now, none of it sees a failover, and no sentinel
+    /// announced one: a write confirmed now stays confirmed.
+    pub(crate) settled: bool,
+    /// Why not settled, for logs and errors.
+    pub(crate) unsettled: Option<String>,
+    /// Replicas of the primary a failover could promote.
+    pub(crate) promotable: u32,
+    /// Replicas that cannot be promoted but may acknowledge a `WAIT`.
+    pub(crate) others: u32,
+}
+
+/// What is known of one configured sentinel.
+#[derive(Default)]
+struct Known {
+    answer: Option<Answer>,
+    /// The last poll failed: why, and when it may be tried again.
+    failing: Option<(String, Instant)>,
+    backoff: Duration,
+    /// It has been logged as not answering (logged once per outage).
+    warned: bool,
+    /// Since when it has announced a failover it has not ended.
+    announced: Option<Instant>,
+    polling: bool,
+}
+
+/// A subscription to one sentinel: the client, fred's connection task, and
+/// the task that reads the announcements.
+struct Listener {
+    subscriber: SubscriberClient,
+    connection: fred::types::ConnectHandle,
+    follower: tokio::task::JoinHandle<()>,
+}
+
+impl Listener {
+    /// Stops it: a polite `QUIT` for a connected sentinel, and the tasks
+    /// stopped in any case (a sentinel still being connected to would never
+    /// answer it).
+    async fn stop(self) {
+        self.follower.abort();
+        let _ = tokio::time::timeout(Duration::from_millis(200), self.subscriber.quit()).await;
+        self.connection.abort();
+    }
+}
+
+/// The sentinels of one client.
+pub(crate) struct Sentinels {
+    /// The client's fred settings (credentials, TLS), pointed at one sentinel at a time.
+    base: FredConfig,
+    hosts: Vec<Address>,
+    service: String,
+    timeout: Duration,
+    known: Mutex<Vec<Known>>,
+    /// One command connection per sentinel, each behind its own lock, so a
+    /// hung one holds up nobody else.
+    links: Vec<tokio::sync::Mutex<Option<Client>>>,
+    view: watch::Sender<SentinelView>,
+    /// Asks every sentinel now (rate-limited).
+    refresh: Arc<Notify>,
+    listeners: Mutex<Vec<Listener>>,
+    poller: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    stopped: AtomicBool,
+}
+
+impl Sentinels {
+    /// Connects to the sentinels of `hosts` for `service` and waits, at most
+    /// `limit`, until a majority names the primary. The sentinels that
+    /// answer first decide: a hung one is not waited for.
+    pub(crate) async fn start(
+        base: &FredConfig,
+        hosts: Vec<(String, u16)>,
+        service: String,
+        timeout: Duration,
+        limit: Duration,
+    ) -> Result<Arc<Sentinels>> {
+        let hosts: Vec<Address> = hosts
+            .into_iter()
+            .map(|(host, port)| Address { host, port })
+            .collect();
+        let sentinels = Arc::new(Sentinels {
+            base: base.clone(),
+            known: Mutex::new(hosts.iter().map(|_| Known::default()).collect()),
+            links: hosts
+                .iter()
+                .map(|_| tokio::sync::Mutex::new(None))
+                .collect(),
+            hosts,
+            service,
+            timeout,
+            view: watch::Sender::new(SentinelView::default()),
+            refresh: Arc::new(Notify::new()),
+            listeners: Mutex::new(vec![]),
+            poller: Mutex::new(None),
+            stopped: AtomicBool::new(false),
+        });
+        let mut view = sentinels.view.subscribe();
+        for index in 0..sentinels.hosts.len() {
+            sentinels.clone().spawn_poll(index);
+        }
+        let found = tokio::time::timeout(limit, async {
+            view.wait_for(|v| v.primary.is_some()).await.is_ok()
+        })
+        .await;
+        if found != Ok(true) {
+            let why = sentinels.describe();
+            sentinels.quit().await;
+            return Err(Error::connection(format!(
+                "no majority of the sentinels named a primary for `{}` within {limit:?} ({why})",
+                sentinels.service
+            )));
+        }
+        let poller = tokio::spawn(poll_in_turn(
+            Arc::downgrade(&sentinels),
+            sentinels.refresh.clone(),
+        ));
+        *sentinels.poller.lock() = Some(poller);
+        Ok(sentinels)
+    }
+
+    /// The view, as it changes.
+    pub(crate) fn view(&self) -> watch::Receiver<SentinelView> {
+        self.view.subscribe()
+    }
+
+    /// Asks every sentinel again soon: a write found the primary's replicas
+    /// short, or a connection event.
+    pub(crate) fn refresh(&self) {
+        self.refresh.notify_one();
+    }
+
+    /// A majority of the configured sentinels.
+    fn majority(&self) -> usize {
+        self.hosts.len() / 2 + 1
+    }
+
+    /// What every sentinel last said, for an error message.
+    fn describe(&self) -> String {
+        let known = self.known.lock();
+        self.hosts
+            .iter()
+            .zip(known.iter())
+            .map(|(host, k)| match (&k.answer, &k.failing) {
+                (_, Some((why, _))) => format!("{host}: {why}"),
+                (Some(a), None) => format!("{host}: names {} at epoch {}", a.primary, a.epoch),
+                (None, None) => format!("{host}: no answer yet"),
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// Polls sentinel `index` in its own task, unless a poll of it is in
+    /// flight or it is left alone after failing.
+    fn spawn_poll(self: Arc<Self>, index: usize) {
+        {
+            let mut known = self.known.lock();
+            let k = &mut known[index];
+            if k.polling
+                || k.failing
+                    .as_ref()
+                    .is_some_and(|(_, at)| Instant::now() < *at)
+            {
+                return;
+            }
+            k.polling = true;
+        }
+        tokio::spawn(async move {
+            let asked_at = Instant::now();
+            let answer = match tokio::time::timeout(self.timeout, self.ask(index)).await {
+                Ok(answer) => answer,
+                Err(_) => {
+                    // A hung sentinel: its connection goes, the next poll
+                    // (after the back-off) makes a new one.
+                    self.drop_link(index);
+                    Err(Error::Timeout(self.timeout))
+                }
+            };
+            self.record(index, asked_at, answer);
+        });
+    }
+
+    /// Asks sentinel `index`, connecting first if needed.
+    async fn ask(&self, index: usize) -> Result<Answer> {
+        let client = {
+            let mut link = self.links[index].lock().await;
+            match link.as_ref() {
+                Some(client) => client.clone(),
+                None => {
+                    let client = self.connect(&self.hosts[index]).await?;
+                    *link = Some(client.clone());
+                    client
+                }
+            }
+        };
+        let asked = self.ask_connected(&client).await;
+        if asked.is_err() {
+            self.drop_link(index);
+        }
+        asked
+    }
+
+    /// Closes sentinel `index`'s command connection (in the background).
+    fn drop_link(&self, index: usize) {
+        if let Ok(mut link) = self.links[index].try_lock() {
+            if let Some(client) = link.take() {
+                let timeout = self.timeout;
+                tokio::spawn(async move {
+                    let _ = tokio::time::timeout(timeout, client.quit()).await;
+                });
+            }
+        }
+    }
+
+    fn record(&self, index: usize, asked_at: Instant, answer: Result<Answer>) {
+        let host = &self.hosts[index];
+        {
+            let mut known = self.known.lock();
+            let k = &mut known[index];
+            k.polling = false;
+            match answer {
+                Ok(answer) => {
+                    if k.warned {
+                        tracing::info!(sentinel = %host, "sentinel answers again");
+                    }
+                    // A failover this sentinel announced before the poll, and
+                    // that it shows no more, is over even if its end was missed.
+                    if !answer.failing_over && k.announced.is_some_and(|since| since < asked_at) {
+                        k.announced = None;
+                    }
+                    k.answer = Some(answer);
+                    k.failing = None;
+                    k.backoff = Duration::ZERO;
+                    k.warned = false;
+                }
+                Err(e) => {
+                    k.backoff = (k.backoff * 2).clamp(Duration::from_millis(500), MAX_BACKOFF);
+                    k.failing = Some((e.to_string(), Instant::now() + k.backoff));
+                    if !std::mem::replace(&mut k.warned, true) {
+                        tracing::warn!(sentinel = %host, error = %e, "a sentinel does not answer; ignored while a majority does");
+                    }
+                }
+            }
+        }
+        self.publish();
+    }
+
+    /// Recomputes the view from what every sentinel said, and publishes it
+    /// if it changed.
+    fn publish(&self) {
+        let previous = self.view.borrow().primary.clone();
+        let view = {
+            let known = self.known.lock();
+            judge(
+                &known,
+                self.majority(),
+                previous,
+                self.timeout,
+                self.hosts.len(),
+            )
+        };
+        self.view.send_if_modified(|current| {
+            let changed = *current != view;
+            if changed {
+                if current.primary != view.primary {
+                    tracing::info!(primary = ?view.primary.as_ref().map(ToString::to_string), "the sentinels name a new primary");
+                }
+                *current = view;
+            }
+            changed
+        });
+    }
+
+    async fn connect(&self, host: &Address) -> Result<Client> {
+        let mut config = self.config_for(host);
+        config.fail_fast = true;
+        let client = Builder::from_config(config)
+            .with_connection_config(|c| {
+                c.connection_timeout = self.timeout;
+                c.internal_command_timeout = self.timeout;
+            })
+            .with_performance_config(|p| p.default_command_timeout = self.timeout)
+            .build()
+            .map_err(|e| Error::Config(e.details().to_string()))?;
+        match client.init().await {
+            Ok(_) => Ok(client),
+            Err(e) => {
+                let _ = client.quit().await;
+                Err(Error::from_redis(&e, self.timeout))
+            }
+        }
+    }
+
+    /// The settings of a connection to one sentinel.
+    fn config_for(&self, host: &Address) -> FredConfig {
+        let mut config = self.base.clone();
+        config.server = ServerConfig::new_centralized(&host.host, host.port);
+        config.database = None;
+        config
+    }
+
+    async fn ask_connected(&self, client: &Client) -> Result<Answer> {
+        let sentinel = |args: Vec<&str>| {
+            let args: Vec<Value> = args.into_iter().map(Value::from).collect();
+            client.custom::<Value, Value>(
+                CustomCommand::new_static("SENTINEL", ClusterHash::Random, false),
+                args,
+            )
+        };
+        let map_err = |e: fred::error::Error| Error::from_redis(&e, self.timeout);
+        let (master, replicas) = tokio::join!(
+            sentinel(vec!["MASTER", &self.service]),
+            sentinel(vec!["REPLICAS", &self.service])
+        );
+        let (master, replicas) = (master.map_err(map_err)?, replicas.map_err(map_err)?);
+        let fields = field_map(&master);
+        let host = fields.get("ip").cloned();
+        let port = fields.get("port").and_then(|p| p.parse().ok());
+        let (Some(host), Some(port)) = (host, port) else {
+            return Err(Error::redis(format!(
+                "the sentinel knows no primary for service `{}`",
+                self.service
+            )));
+        };
+        let flags = fields.get("flags").cloned().unwrap_or_default();
+        let number = |name: &str| fields.get(name).and_then(|v| v.parse::<u64>().ok());
+        Ok(Answer {
+            primary: Address { host, port },
+            epoch: number("config-epoch").unwrap_or(0),
+            failing_over: flags
+                .split(',')
+                .any(|f| matches!(f, "failover_in_progress" | "o_down")),
+            rule: SentinelPrimary {
+                down_after_ms: number("down-after-milliseconds").unwrap_or(30_000),
+                s_down_ms: number("s-down-time"),
+            },
+            replicas: replica_list(&replicas),
+            at: Instant::now(),
+        })
+    }
+
+    /// Subscribes to every sentinel's announcements, for the life of the
+    /// client. A sentinel that cannot be reached now is subscribed to once
+    /// it can.
+    pub(crate) fn listen(self: &Arc<Self>) {
+        let mut listeners = self.listeners.lock();
+        for (index, host) in self.hosts.iter().enumerate() {
+            let mut config = self.config_for(host);
+            // Keep trying a sentinel that is down now.
+            config.fail_fast = false;
+            let Ok(subscriber) = Builder::from_config(config)
+                .with_connection_config(|c| {
+                    c.connection_timeout = self.timeout;
+                    c.internal_command_timeout = self.timeout;
+                })
+                .with_performance_config(|p| p.default_command_timeout = self.timeout)
+                .set_policy(ReconnectPolicy::new_exponential(0, 100, 5_000, 2))
+                .build_subscriber_client()
+            else {
+                continue;
+            };
+            // Subscribed to before connecting, so the first connection's
+            // event is not missed.
+            let connections = subscriber.reconnect_rx();
+            let messages = subscriber.message_rx();
+            let connection = subscriber.connect();
+            let follower = tokio::spawn(follow(
+                subscriber.clone(),
+                connections,
+                messages,
+                index,
+                Arc::downgrade(self),
+            ));
+            listeners.push(Listener {
+                subscriber,
+                connection,
+                follower,
+            });
+        }
+    }
+
+    /// A sentinel announced `event` for this service.
+    fn announced(&self, index: usize, event: &str) {
+        let ended = ENDS.contains(&event);
+        let starts = FAILOVER_EVENTS.contains(&event) && !ended;
+        if FAILOVER_EVENTS.contains(&event) {
+            self.known.lock()[index].announced = starts.then(Instant::now);
+            if ended {
+                tracing::info!(%event, sentinel = %self.hosts[index], "sentinel: failover over");
+            } else {
+                tracing::info!(%event, sentinel = %self.hosts[index], "sentinel: failover under way; lock writes are not confirmed until it ends");
+            }
+            self.publish();
+        }
+        self.refresh();
+    }
+
+    /// Closes every connection to the sentinels and stops listening.
+    pub(crate) async fn quit(&self) {
+        self.stopped.store(true, Ordering::Release);
+        if let Some(poller) = self.poller.lock().take() {
+            poller.abort();
+        }
+        let listeners: Vec<_> = self.listeners.lock().drain(..).collect();
+        for listener in listeners {
+            listener.stop().await;
+        }
+        for link in &self.links {
+            // A link held by a poll in flight is closed by that poll's
+            // timeout; the poll's task ends with it.
+            if let Ok(mut link) = link.try_lock() {
+                if let Some(client) = link.take() {
+                    let _ = tokio::time::timeout(self.timeout, client.quit()).await;
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Sentinels {
+    /// A client dropped without `shutdown`: fred's connection tasks hold
+    /// their own handles, so they are told to quit, not just dropped.
+    fn drop(&mut self) {
+        if let Some(poller) = self.poller.get_mut().take() {
+            poller.abort();
+        }
+        let listeners: Vec<_> = self.listeners.get_mut().drain(..).collect();
+        let clients: Vec<Client> = self
+            .links
+            .iter_mut()
+            .filter_map(|l| l.get_mut().take())
+            .collect();
+        if listeners.is_empty() && clients.is_empty() {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                for listener in listeners {
+                    listener.stop().await;
+                }
+                for client in clients {
+                    let _ = client.quit().await;
+                }
+            });
+        }
+    }
+}
+
+/// Polls one sentinel per tick, in turn, and every sentinel when asked
+/// (rate-limited), until the client stops.
+async fn poll_in_turn(sentinels: std::sync::Weak<Sentinels>, refresh: Arc<Notify>) {
+    let mut next = 0;
+    let mut last_forced: Option<Instant> = None;
+    let mut tick = tokio::time::interval(POLL_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let forced = tokio::select! {
+            _ = tick.tick() => false,
+            _ = refresh.notified() => true,
+        };
+        if forced {
+            if let Some(last) = last_forced {
+                tokio::time::sleep_until(last + FORCED_GAP).await;
+            }
+            last_forced = Some(Instant::now());
+        }
+        let Some(s) = sentinels.upgrade() else {
+            return;
+        };
+        if s.stopped.load(Ordering::Acquire) {
+            return;
+        }
+        if forced {
+            for index in 0..s.hosts.len() {
+                s.clone().spawn_poll(index);
+            }
+        } else {
+            // Ages announcements and answers out even when nothing answers.
+            s.publish();
+            let index = next % s.hosts.len();
+            next += 1;
+            s.spawn_poll(index);
+        }
+    }
+}
+
+/// How old an answer may be and still count: two full rounds of polls and
+/// one command timeout.
+fn fresh_for(sentinels: usize, timeout: Duration) -> Duration {
+    POLL_TICK * (2 * sentinels as u32).max(2) + timeout
+}
+
+/// The view from what each sentinel last said.
+fn judge(
+    known: &[Known],
+    majority: usize,
+    previous: Option<Address>,
+    timeout: Duration,
+    configured: usize,
+) -> SentinelView {
+    let fresh_for = fresh_for(configured, timeout);
+    let fresh: Vec<&Answer> = known
+        .iter()
+        .filter_map(|k| k.answer.as_ref())
+        .filter(|a| a.at.elapsed() < fresh_for)
+        .collect();
+    let announced = known.iter().any(|k| {
+        k.announced
+            .is_some_and(|since| since.elapsed() < FAILOVER_MAX)
+    });
+    let newest = fresh.iter().max_by_key(|a| a.epoch);
+    let agreeing: Vec<&&Answer> = match newest {
+        Some(n) => fresh
+            .iter()
+            .filter(|a| a.epoch == n.epoch && a.primary == n.primary)
+            .collect(),
+        None => vec![],
+    };
+    let named = agreeing.len() >= majority;
+    let primary = if named {
+        newest.map(|n| n.primary.clone())
+    } else {
+        previous
+    };
+    // The replicas, as the majority that names the primary sees them.
+    let mut standings: HashMap<&str, Standing> = HashMap::new();
+    if named {
+        for answer in &agreeing {
+            for replica in &answer.replicas {
+                let standing = sentinel_standing(replica, answer.rule);
+                standings
+                    .entry(&replica.address)
+                    .and_modify(|s| *s = s.best(standing))
+                    .or_insert(standing);
+            }
+        }
+    }
+    let promotable = standings
+        .values()
+        .filter(|s| **s == Standing::Promotable)
+        .count() as u32;
+    let others = standings
+        .values()
+        .filter(|s| **s == Standing::Passed { may_ack: true })
+        .count() as u32;
+    let unsettled = if !named {
+        Some(format!(
+            "{} of {configured} sentinels agree on the primary; {majority} needed",
+            agreeing.len()
+        ))
+    } else if agreeing.iter().any(|a| a.failing_over) {
+        Some("the sentinels are failing the primary over".to_string())
+    } else if announced {
+        Some("a sentinel announced a failover".to_string())
+    } else {
+        None
+    };
+    SentinelView {
+        primary,
+        settled: unsettled.is_none(),
+        unsettled,
+        promotable,
+        others,
+    }
+}
+
+/// Follows one sentinel's announcements: subscribes on every
+/// (re)connection, and reports each event about this service.
+async fn follow(
+    subscriber: SubscriberClient,
+    mut connections: tokio::sync::broadcast::Receiver<fred::types::config::Server>,
+    mut messages: tokio::sync::broadcast::Receiver<fred::types::Message>,
+    index: usize,
+    sentinels: std::sync::Weak<Sentinels>,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    let mut warned = false;
+    loop {
+        tokio::select! {
+            connected = connections.recv() => match connected {
+                Ok(_) | Err(RecvError::Lagged(_)) => {
+                    let channels: Vec<&str> = FAILOVER_EVENTS.iter().chain(CHANGES.iter()).copied().collect();
+                    if let Err(e) = subscriber.subscribe(channels).await {
+                        if !std::mem::replace(&mut warned, true) {
+                            tracing::warn!(error = %e, "cannot follow a sentinel's announcements; the polled view alone tells failovers");
+                        }
+                    }
+                }
+                Err(RecvError::Closed) => return,
+            },
+            message = messages.recv() => match message {
+                Ok(message) => {
+                    let Some(s) = sentinels.upgrade() else { return };
+                    let text = message.value.as_string().unwrap_or_default();
+                    if text.split_whitespace().any(|w| w == s.service) {
+                        s.announced(index, &message.channel);
+                    }
+                }
+                Err(RecvError::Lagged(_)) => {
+                    if let Some(s) = sentinels.upgrade() {
+                        s.refresh();
+                    }
+                }
+                Err(RecvError::Closed) => return,
+            },
+        }
+    }
+}
+
+/// The sentinels' pub/sub channels that announce a failover's steps.
+const FAILOVER_EVENTS: [&str; 10] = [
+    "+try-failover",
+    "+elected-leader",
+    "+selected-slave",
+    "+promoted-slave",
+    "+switch-master",
+    "+failover-end",
+    "+failover-end-for-timeout",
+    "-failover-abort-not-elected",
+    "-failover-abort-no-good-slave",
+    "-failover-abort-slave-timeout",
+];
+
+/// Of those, the ones a sentinel publishes when a failover it saw is over.
+const ENDS: [&str; 6] = [
+    "+switch-master",
+    "+failover-end",
+    "+failover-end-for-timeout",
+    "-failover-abort-not-elected",
+    "-failover-abort-no-good-slave",
+    "-failover-abort-slave-timeout",
+];
+
+/// Other changes that make the view worth asking again.
+const CHANGES: [&str; 8] = [
+    "+sdown",
+    "-sdown",
+    "+odown",
+    "-odown",
+    "+slave",
+    "+convert-to-slave",
+    "+reboot",
+    "+role-change",
+];
+
+/// A flat `[name, value, ...]` reply (or a RESP3 map) as a map.
+fn field_map(reply: &Value) -> HashMap<String, String> {
+    match reply {
+        Value::Array(fields) => fields
+            .chunks(2)
+            .filter_map(|kv| Some((kv.first()?.as_string()?, kv.get(1)?.as_string()?)))
+            .collect(),
+        Value::Map(map) => map
+            .clone()
+            .inner()
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.as_str()?.to_string(), v.as_string()?)))
+            .collect(),
+        _ => HashMap::new(),
+    }
+}
+
+/// Reads `SENTINEL REPLICAS`.
+fn replica_list(reply: &Value) -> Vec<SentinelReplica> {
+    let Value::Array(replicas) = reply else {
+        return vec![];
+    };
+    replicas
+        .iter()
+        .filter_map(|r| {
+            let f = field_map(r);
+            let number = |name: &str| f.get(name).and_then(|v| v.parse::<i64>().ok());
+            let address = match (f.get("ip"), f.get("port")) {
+                (Some(ip), Some(port)) => format!("{ip}:{port}"),
+                _ => f.get("name")?.clone(),
+            };
+            Some(SentinelReplica {
+                address,
+                flags: f
+                    .get("flags")
+                    .map(|flags| flags.split(',').map(str::to_string).collect())
+                    .unwrap_or_default(),
+                last_ok_ping_reply_ms: number("last-ok-ping-reply").unwrap_or(0).max(0) as u64,
+                priority: number("slave-priority").unwrap_or(100).max(0) as u64,
+                master_link_down_ms: number("master-link-down-time").unwrap_or(0),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(primary: u16, epoch: u64, failing_over: bool, replicas: &[(&str, u64)]) -> Answer {
+        Answer {
+            primary: Address {
+                host: "127.0.0.1".into(),
+                port: primary,
+            },
+            epoch,
+            failing_over,
+            rule: SentinelPrimary {
+                down_after_ms: 30_000,
+                s_down_ms: None,
+            },
+            replicas: replicas
+                .iter()
+                .map(|(address, ping)| SentinelReplica {
+                    address: address.to_string(),
+                    flags: vec!["slave".into()],
+                    last_ok_ping_reply_ms: *ping,
+                    priority: 100,
+                    master_link_down_ms: 0,
+                })
+                .collect(),
+            at: Instant::now(),
+        }
+    }
+
+    fn known(answer: Option<Answer>) -> Known {
+        Known {
+            answer,
+            ..Known::default()
+        }
+    }
+
+    const T: Duration = Duration::from_secs(3);
+
+    #[test]
+    fn a_majority_names_the_primary_and_a_minority_changes_nothing() {
+        let r = [("127.0.0.1:7001", 100), ("127.0.0.1:7002", 100)];
+        // One of three silent (frozen): the two others settle it.
+        let view = judge(
+            &[
+                known(Some(answer(7000, 1, false, &r))),
+                known(None),
+                known(Some(answer(7000, 1, false, &r))),
+            ],
+            2,
+            None,
+            T,
+            3,
+        );
+        assert_eq!(view.primary.as_ref().map(|a| a.port), Some(7000));
+        assert!(view.settled, "{view:?}");
+        assert_eq!((view.promotable, view.others), (2, 0));
+        // One behind (an older epoch, the old primary): ignored.
+        let view = judge(
+            &[
+                known(Some(answer(7000, 1, false, &r))),
+                known(Some(answer(7001, 2, false, &r))),
+                known(Some(answer(7001, 2, false, &r))),
+            ],
+            2,
+            None,
+            T,
+            3,
+        );
+        assert_eq!(view.primary.as_ref().map(|a| a.port), Some(7001));
+        assert!(view.settled);
+        // One ahead, alone: not settled, and the primary stays where it was.
+        let previous = Some(Address {
+            host: "127.0.0.1".into(),
+            port: 7000,
+        });
+        let view = judge(
+            &[
+                known(Some(answer(7000, 1, false, &r))),
+                known(Some(answer(7001, 2, false, &r))),
+                known(None),
+            ],
+            2,
+            previous,
+            T,
+            3,
+        );
+        assert_eq!(view.primary.as_ref().map(|a| a.port), Some(7000));
+        assert!(!view.settled);
+        // A majority failing over: not settled.
+        let view = judge(
+            &[
+                known(Some(answer(7000, 1, true, &r))),
+                known(Some(answer(7000, 1, false, &r))),
+                known(None),
+            ],
+            2,
+            None,
+            T,
+            3,
+        );
+        assert!(!view.settled);
+    }
+
+    #[test]
+    fn a_replica_counts_at_the_best_the_majority_says() {
+        // Sentinel A has not heard from 7002 for 6 s; B heard 0.1 s ago.
+        let a = answer(
+            7000,
+            1,
+            false,
+            &[("127.0.0.1:7001", 100), ("127.0.0.1:7002", 6_000)],
+        );
+        let b = answer(
+            7000,
+            1,
+            false,
+            &[("127.0.0.1:7001", 100), ("127.0.0.1:7002", 100)],
+        );
+        let view = judge(&[known(Some(a.clone())), known(Some(b))], 2, None, T, 2);
+        assert_eq!(view.promotable, 2);
+        // Both agree it is silent: it no longer counts.
+        let view = judge(&[known(Some(a.clone())), known(Some(a))], 2, None, T, 2);
+        assert_eq!(view.promotable, 1);
+    }
+
+    #[test]
+    fn replicas_are_read_from_sentinel_replies() {
+        let reply = Value::Array(vec![Value::Array(vec![
+            "name".into(),
+            "127.0.0.1:7001".into(),
+            "ip".into(),
+            "127.0.0.1".into(),
+            "port".into(),
+            "7001".into(),
+            "flags".into(),
+            "slave,disconnected".into(),
+            "last-ok-ping-reply".into(),
+            "5200".into(),
+            "slave-priority".into(),
+            "0".into(),
+            "master-link-down-time".into(),
+            "0".into(),
+        ])]);
+        assert_eq!(
+            replica_list(&reply),
+            [SentinelReplica {
+                address: "127.0.0.1:7001".into(),
+                flags: vec!["slave".into(), "disconnected".into()],
+                last_ok_ping_reply_ms: 5200,
+                priority: 0,
+                master_link_down_ms: 0,
+            }]
+        );
+        // A reply of another shape reads as no replica, never a panic.
+        assert!(replica_list(&Value::Integer(3)).is_empty());
+        assert!(replica_list(&Value::Array(vec![Value::Null])).is_empty());
+    }
+}

@@ -384,6 +384,11 @@ async fn apply(client: &RedissonClient, repair: Repair) -> Result<bool, String> 
             Ok(true)
         }
         Repair::Script { script, keys, args } => {
+            // Routed by its first key's slot (every key of a repair shares
+            // it): fred 10.1 ignores `ClusterHash::Offset` on a custom
+            // command and hashes the script's text instead, which on a
+            // cluster sent the script to one node, where it met MOVED.
+            let slot = keys.first().map_or(0, |key| naming::slot(key));
             let mut argv: Vec<Value> = vec![script.into(), (keys.len() as i64).into()];
             argv.extend(keys.into_iter().map(Value::from));
             argv.extend(args.into_iter().map(Value::from));
@@ -393,7 +398,7 @@ async fn apply(client: &RedissonClient, repair: Repair) -> Result<bool, String> 
                 max_attempts: Some(1),
                 ..Options::default()
             };
-            let eval = CustomCommand::new_static("EVAL", ClusterHash::Offset(2), false);
+            let eval = CustomCommand::new_static("EVAL", ClusterHash::Custom(slot), false);
             let reply: Value = client
                 .redis()
                 .with_options(&once)

@@ -332,7 +332,7 @@ async fn a_jvm_holder_shows_in_ls_and_inspect() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ls_on_a_cluster_reads_every_primary() {
+async fn ls_inspect_doctor_and_top_on_a_cluster() {
     use common::topology::Cluster;
     let cluster = Cluster::start().await;
     let url = cluster.url();
@@ -378,6 +378,96 @@ async fn ls_on_a_cluster_reads_every_primary() {
     assert_eq!(entry(&list, "c:1")["subscribers"], 0);
     let info = json(&url, &["inspect", "c:0"]).await;
     assert_eq!(info["channels"][0]["subscribers"], 1);
+    // The table shows every owner id whole.
+    let out = run(&url, &["ls", "c:*"]).await;
+    for guard in &guards {
+        assert!(
+            out.stdout.contains(&format!(":{}", guard.owner())),
+            "{}",
+            out.stdout
+        );
+    }
+
+    // doctor: a fair line of each kind of trouble, and a latch without TTL,
+    // on every primary; each fix runs on its keys' node.
+    let mut fixable: Vec<(String, u16)> = vec![];
+    for i in 0.. {
+        let name = format!("d:{i}");
+        let node = cluster.owner_of(redisson_lock::naming::slot(&name)).await;
+        if !fixable.iter().any(|(_, n)| *n == node) {
+            fixable.push((name, node));
+        }
+        if fixable.len() == 3 {
+            break;
+        }
+    }
+    let redis = holder.redis();
+    let someone = uuid::Uuid::new_v4();
+    for (name, _) in &fixable {
+        let queue = redisson_lock::naming::fair_queue_name(name);
+        let deadlines = redisson_lock::naming::fair_timeout_name(name);
+        let (undated, overdue) = (format!("{someone}:1"), format!("{someone}:2"));
+        let _: () = redis
+            .rpush(&queue, vec![undated, overdue.clone()])
+            .await
+            .unwrap();
+        let _: () = redis
+            .zadd(&deadlines, None, None, false, false, (1.0, overdue))
+            .await
+            .unwrap();
+        let latch = format!("redisson_unlock_latch:{{{name}}}:0123456789abcdef0123456789abcdef");
+        let _: () = redis.set(&latch, "1", None, None, false).await.unwrap();
+    }
+    let (code, found) = doctor(&url, &["d:*"]).await;
+    assert_eq!(code, 1, "undated waiters are harmful: {found:?}");
+    let mut want = vec![];
+    for (name, _) in &fixable {
+        for check in [
+            "fair-waiter-overdue",
+            "fair-waiter-without-deadline",
+            "latch-without-ttl",
+        ] {
+            want.push((name.clone(), check.to_string()));
+        }
+    }
+    want.sort();
+    assert_eq!(checks(&found), want);
+    let (code, fixed) = doctor(&url, &["d:*", "--fix"]).await;
+    assert_eq!(code, 0, "everything fixed: {fixed:?}");
+    for f in &fixed {
+        assert_eq!(f["fixed"], true, "{f}");
+    }
+    for (name, _) in &fixable {
+        let queue = redisson_lock::naming::fair_queue_name(name);
+        let deadlines = redisson_lock::naming::fair_timeout_name(name);
+        let left: i64 = redis.exists(vec![queue, deadlines]).await.unwrap();
+        assert_eq!(left, 0, "{name}'s line is clear");
+        let latch = format!("redisson_unlock_latch:{{{name}}}:0123456789abcdef0123456789abcdef");
+        let ttl: i64 = redis.pttl(&latch).await.unwrap();
+        assert!(ttl > 0, "{name}'s latch expires: {ttl}");
+    }
+    let (code, left) = doctor(&url, &["d:*"]).await;
+    assert_eq!((code, left.len()), (0, 0), "{left:?}");
+
+    // top: every primary's objects, the waited-for one first.
+    let top = Top::start(&url, &["c:*"], 160, 40);
+    let screen = top
+        .tmux
+        .until("every lock on screen", |s| {
+            names.iter().all(|name| row(s, name).is_some())
+        })
+        .await;
+    let (at, cells) = row(&screen, "c:0").unwrap();
+    assert_eq!(&cells[1..3], ["lock", "1"], "{screen}");
+    assert!(
+        names.iter().all(|name| row(&screen, name).unwrap().0 >= at),
+        "the waited-for lock first:\n{screen}"
+    );
+    for guard in &guards {
+        assert!(screen.contains(&format!(":{}", guard.owner())), "{screen}");
+    }
+    assert_eq!(top.quit().await, "0");
+
     waiting.abort();
     drop(guards);
     holder.shutdown().await;

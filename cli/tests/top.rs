@@ -3,94 +3,12 @@
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
+mod support;
 
 use std::time::Duration;
 
 use common::*;
-
-/// A tmux server of this test's own, killed on drop.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn command(&self, args: &[&str]) -> std::process::Output {
-        std::process::Command::new("tmux")
-            .args(["-L", &self.socket])
-            .args(args)
-            .output()
-            .expect("tmux is needed for the `top` test (Debian package tmux; .ci/run installs it)")
-    }
-
-    /// Starts `command` in a detached 160x40 session.
-    fn start(command: &str) -> Tmux {
-        let tmux = Tmux {
-            socket: format!(
-                "redisson-top-{}-{:x}",
-                std::process::id(),
-                rand::random::<u32>()
-            ),
-        };
-        let out = tmux.command(&[
-            "new-session",
-            "-d",
-            "-s",
-            "top",
-            "-x",
-            "160",
-            "-y",
-            "40",
-            command,
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        tmux
-    }
-
-    fn screen(&self) -> String {
-        String::from_utf8_lossy(&self.command(&["capture-pane", "-p", "-t", "top"]).stdout)
-            .into_owned()
-    }
-
-    fn keys(&self, keys: &str) {
-        assert!(self
-            .command(&["send-keys", "-t", "top", keys])
-            .status
-            .success());
-    }
-
-    /// Waits until the screen shows what `check` looks for; returns it.
-    async fn until(&self, what: &str, check: impl Fn(&str) -> bool) -> String {
-        within(what, async {
-            loop {
-                let screen = self.screen();
-                if check(&screen) {
-                    return screen;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        })
-        .await
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.command(&["kill-server"]);
-    }
-}
-
-/// The screen line of the object `name`, split into its cells.
-fn row<'a>(screen: &'a str, name: &str) -> Option<(usize, Vec<&'a str>)> {
-    screen
-        .lines()
-        .enumerate()
-        .find(|(_, l)| l.split_whitespace().next() == Some(name))
-        .map(|(i, l)| (i, l.split_whitespace().collect()))
-}
+use support::{row, Top};
 
 #[tokio::test]
 async fn top_shows_contention_first_and_what_happens_and_quits_on_q() {
@@ -105,14 +23,8 @@ async fn top_shows_contention_first_and_what_happens_and_quits_on_q() {
     };
     await_subscribers(&server, "redisson_lock__channel:{top:busy}", 1).await;
 
-    let dir = common::topology::Scratch::new("top");
-    let exit_file = dir.0.join("exit");
-    let tmux = Tmux::start(&format!(
-        "env REDIS_URL={} {} top 'top:*'; echo $? > {}",
-        server.url(),
-        env!("CARGO_BIN_EXE_redisson-lock"),
-        exit_file.display()
-    ));
+    let top = Top::start(&server.url(), &["top:*"], 160, 40);
+    let tmux = &top.tmux;
     let screen = tmux
         .until("both locks on screen", |s| {
             row(s, "top:busy").is_some() && row(s, "top:idle").is_some()
@@ -147,24 +59,7 @@ async fn top_shows_contention_first_and_what_happens_and_quits_on_q() {
         .await;
     assert!(screen.contains("lease ran out"), "{screen}");
 
-    tmux.keys("q");
-    within("top exits", async {
-        while !exit_file.exists() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
-    // The shell writes the file as the command ends; read it once complete.
-    let code = within("exit code written", async {
-        loop {
-            let text = std::fs::read_to_string(&exit_file).unwrap();
-            if text.ends_with('\n') {
-                return text.trim().to_string();
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+    let code = top.quit().await;
     assert_eq!(code, "0");
     waiting.abort();
     busy.unlock().await.unwrap();

@@ -6,7 +6,7 @@ use std::time::Duration;
 use fred::interfaces::ClientLike;
 use fred::types::config::Options;
 use fred::types::{ClusterHash, CustomCommand, Value};
-use redisson_lock::inspect::{ObjectKind, ObjectState, ObjectSummary, SideKeyRole};
+use redisson_lock::inspect::{ObjectKind, ObjectState, ObjectSummary, QueuedWaiter, SideKeyRole};
 use redisson_lock::{naming, RedissonClient};
 use serde::Serialize;
 
@@ -59,8 +59,27 @@ struct Finding {
     /// With `--fix`: whether the change was made (`false`: the state had
     /// changed, and there was nothing left to fix).
     fixed: Option<bool>,
+    /// What a fair-lock finding was judged on; `None` for the other checks.
+    evidence: Option<Evidence>,
     #[serde(skip)]
     repair: Option<Repair>,
+}
+
+/// What a fair-lock waiter's finding was judged on.
+#[derive(Serialize)]
+struct Evidence {
+    /// Its place in line, from 1; `None` for a deadline with no place.
+    place: Option<usize>,
+    /// Its deadline (wall-clock ms, written by its own client).
+    deadline_ms: Option<i64>,
+    /// The server's clock (`TIME` on the lock's node) when doctor read it:
+    /// deadlines are judged by it, never by the clock of the CLI's host.
+    server_time_ms: i64,
+    /// Its own channel, on which its client is told when its turn comes.
+    channel: String,
+    /// Connections subscribed to that channel (classic and sharded, on
+    /// every primary).
+    subscribers: u64,
 }
 
 /// A fix, as a script that re-checks before it changes anything.
@@ -78,10 +97,24 @@ fn text(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+/// The clock of the node that holds `name`'s keys (`TIME` there), in ms.
+/// Fair-lock deadlines are judged by it: a waiter is overdue when its
+/// deadline is past for Redis, whatever the clock of the host doctor runs on.
+async fn server_time_ms(client: &RedissonClient, name: &str) -> Result<i64, String> {
+    let time = CustomCommand::new_static("TIME", ClusterHash::Custom(naming::slot(name)), false);
+    let reply: Value = client
+        .redis()
+        .custom(time, Vec::<Value>::new())
+        .await
+        .map_err(|e| format!("reading the server's clock (TIME): {e}"))?;
+    let parts: Vec<i64> = match &reply {
+        Value::Array(parts) => parts.iter().filter_map(Value::as_i64).collect(),
+        _ => vec![],
+    };
+    match parts[..] {
+        [secs, micros] => Ok(secs * 1000 + micros / 1000),
+        _ => Err(format!("unexpected reply to TIME: {reply:?}")),
+    }
 }
 
 pub async fn doctor(cli: &Cli, args: &DoctorArgs) -> Result<u8, String> {
@@ -183,6 +216,7 @@ fn lock_without_ttl(o: &ObjectSummary, out: &mut Vec<Finding>) {
             .into(),
         fix: None,
         fixed: None,
+        evidence: None,
         repair: None,
     });
 }
@@ -206,6 +240,7 @@ fn fenced_token_alone(o: &ObjectSummary, out: &mut Vec<Finding>) {
             .into(),
         fix: None,
         fixed: None,
+        evidence: None,
         repair: None,
     });
 }
@@ -245,6 +280,7 @@ fn orphan_read_holds(o: &ObjectSummary, out: &mut Vec<Finding>) {
             ),
             fix: Some("delete it, if the reader still does not hold it".into()),
             fixed: None,
+            evidence: None,
             repair: Some(Repair::Script {
                 script: READ_HOLD_DROP,
                 keys: vec![o.name.clone(), side.key.clone()],
@@ -275,6 +311,7 @@ fn latches_without_ttl(o: &ObjectSummary, out: &mut Vec<Finding>) {
                 LATCH_TTL.as_secs()
             )),
             fixed: None,
+            evidence: None,
             repair: Some(Repair::Script {
                 script: LATCH_EXPIRE,
                 keys: vec![side.key.clone()],
@@ -299,6 +336,7 @@ fn ended_leases(o: &ObjectSummary, out: &mut Vec<Finding>) {
             .into(),
         fix: Some("return them to the pool now (and wake waiters)".into()),
         fixed: None,
+        evidence: None,
         repair: (o.value.is_some()).then(|| Repair::Reclaim(o.name.clone())),
     });
 }
@@ -312,12 +350,24 @@ async fn fair_line(
     let ObjectState::FairLock(fair) = info.state else {
         return Ok(());
     };
+    if fair.queue.is_empty() && fair.stray_deadlines.is_empty() {
+        return Ok(());
+    }
+    let now = server_time_ms(client, &o.name).await?;
     let queue = naming::fair_queue_name(&o.name);
     let deadlines = naming::fair_timeout_name(&o.name);
+    // The script re-checks each deadline against `TIME` on its node.
     let prune = |field: &str| Repair::Script {
         script: FAIR_PRUNE,
         keys: vec![queue.clone(), deadlines.clone()],
-        args: vec![now_ms().to_string(), field.to_string()],
+        args: vec![field.to_string()],
+    };
+    let evidence = |place: Option<usize>, w: &QueuedWaiter| Evidence {
+        place,
+        deadline_ms: w.deadline_ms,
+        server_time_ms: now,
+        channel: naming::fair_waiter_channel(&o.name, &w.field),
+        subscribers: w.subscribers,
     };
     for (place, w) in fair.queue.iter().enumerate() {
         let (check, detail, harmful, why) = match w.deadline_ms {
@@ -329,15 +379,13 @@ async fn fair_line(
                  while it is first, nobody else gets the lock until that owner takes it"
                     .to_string(),
             ),
-            Some(at) if w.overdue => (
+            Some(at) if at <= now => (
                 "fair-waiter-overdue",
                 format!(
-                    "waiter {} (place {}) is past its deadline by {}",
+                    "waiter {} (place {}) is past its deadline by {} (server time)",
                     w.field,
                     place + 1,
-                    short_duration(Duration::from_millis(
-                        now_ms().saturating_sub(at).max(0) as u64
-                    ))
+                    short_duration(Duration::from_millis(now.saturating_sub(at) as u64))
                 ),
                 false,
                 "it gave up or died (Redisson's lock() leaves its place when interrupted); \
@@ -355,10 +403,14 @@ async fn fair_line(
             why,
             fix: Some("remove it from the line, if it has still no future deadline".into()),
             fixed: None,
+            evidence: Some(evidence(Some(place + 1), w)),
             repair: Some(prune(&w.field)),
         });
     }
-    for w in fair.stray_deadlines.iter().filter(|w| w.overdue) {
+    for w in &fair.stray_deadlines {
+        if w.deadline_ms.is_some_and(|at| at > now) {
+            continue;
+        }
         out.push(Finding {
             name: o.name.clone(),
             check: "fair-stray-deadline",
@@ -368,6 +420,7 @@ async fn fair_line(
             why: "a deadline without a place in line is never read for the line's order".into(),
             fix: Some("remove it, if still past".into()),
             fixed: None,
+            evidence: Some(evidence(None, w)),
             repair: Some(prune(&w.field)),
         });
     }

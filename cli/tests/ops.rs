@@ -418,6 +418,30 @@ async fn ls_inspect_doctor_and_top_on_a_cluster() {
         let latch = format!("redisson_unlock_latch:{{{name}}}:0123456789abcdef0123456789abcdef");
         let _: () = redis.set(&latch, "1", None, None, false).await.unwrap();
     }
+    // The fair line's clock is read on its own node: TIME there, nowhere else.
+    let primaries = cluster.primaries().await;
+    let times = || async {
+        let mut calls = vec![];
+        for port in &primaries {
+            let c = common::topology::node_client(*port).await;
+            calls.push(command_calls(&c, "time").await);
+            let _ = c.quit().await;
+        }
+        calls
+    };
+    let (one, one_node) = &fixable[0];
+    let before = times().await;
+    let (code, found) = doctor(&url, &[one.as_str()]).await;
+    assert_eq!(code, 1, "{found:?}");
+    let after = times().await;
+    for ((port, before), after) in primaries.iter().zip(&before).zip(&after) {
+        let read = after - before;
+        if port == one_node {
+            assert!(read >= 1, "TIME on {port}, the node of {one}");
+        } else {
+            assert_eq!(read, 0, "TIME on {port}, not the node of {one}");
+        }
+    }
     let (code, found) = doctor(&url, &["d:*"]).await;
     assert_eq!(code, 1, "undated waiters are harmful: {found:?}");
     let mut want = vec![];
@@ -907,4 +931,134 @@ async fn errors_are_one_line_and_say_what_went_wrong() {
         assert_eq!(out.code, code, "{args:?}: {}", out.stderr);
         assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
     }
+}
+
+/// libfaketime, which shifts the wall clock of the process it is preloaded
+/// into (Debian package libfaketime; .ci/run installs it).
+fn libfaketime() -> String {
+    let arch = std::env::consts::ARCH;
+    let path = format!("/usr/lib/{arch}-linux-gnu/faketime/libfaketime.so.1");
+    assert!(
+        std::path::Path::new(&path).exists(),
+        "{path} is needed to run the CLI with its clock moved (Debian package libfaketime; \
+         .ci/run installs it)"
+    );
+    path
+}
+
+/// The CLI with `args` (then `--json`), its wall clock moved by `shift`
+/// (`+1h`, `-1h`) and its monotonic clock left alone.
+async fn json_at(url: &str, shift: &str, args: &[&str]) -> (i32, Json) {
+    let mut cmd = cli(url);
+    cmd.env("LD_PRELOAD", libfaketime())
+        .env("FAKETIME", shift)
+        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+        .args(args)
+        .arg("--json");
+    let out = output(cmd).await;
+    let json = serde_json::from_str(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {} {}", out.stdout, out.stderr));
+    (out.code, json)
+}
+
+/// The server's clock (`TIME`), in ms.
+async fn server_ms(raw: &Client) -> i64 {
+    let time: Vec<String> = raw
+        .custom(
+            fred::types::CustomCommand::new_static("TIME", fred::types::ClusterHash::Random, false),
+            Vec::<String>::new(),
+        )
+        .await
+        .unwrap();
+    time[0].parse::<i64>().unwrap() * 1000 + time[1].parse::<i64>().unwrap() / 1000
+}
+
+#[tokio::test]
+async fn doctor_judges_fair_deadlines_by_the_servers_clock() {
+    let server = RedisServer::start().await;
+    let url = server.url();
+    let raw = server.raw().await;
+    let holder = client(&server, Duration::from_secs(30)).await;
+    let other = client(&server, Duration::from_secs(30)).await;
+    let held = holder.fair_lock("line").unwrap().lock().await.unwrap();
+    // A live waiter: its deadline is minutes ahead by every clock here.
+    let waiting = {
+        let lock = other.fair_lock("line").unwrap();
+        tokio::spawn(async move { lock.lock().await })
+    };
+    until("waiter in line and listening", || async {
+        let info = json(&url, &["inspect", "line"]).await;
+        info["queue"][0]["subscribers"] == 1
+    })
+    .await;
+    let live: String = raw.lindex("redisson_lock_queue:{line}", 0).await.unwrap();
+    let queued = || async {
+        raw.lrange::<Vec<String>, _>("redisson_lock_queue:{line}", 0, -1)
+            .await
+            .unwrap()
+    };
+
+    // The CLI's clock an hour ahead: by it the live waiter's deadline is
+    // long past (inspect, which uses the CLI's clock, says so), but not by
+    // the server's, so doctor leaves it alone.
+    let (_, info) = json_at(&url, "+1h", &["inspect", "line"]).await;
+    assert_eq!(
+        info["queue"][0]["overdue"], true,
+        "the CLI's clock is ahead: {info}"
+    );
+    let (code, found) = json_at(&url, "+1h", &["doctor", "--fix"]).await;
+    assert_eq!((code, found.clone()), (0, Json::Array(vec![])), "{found}");
+    assert_eq!(
+        queued().await,
+        std::slice::from_ref(&live),
+        "the live waiter keeps its place"
+    );
+
+    // A waiter whose deadline passed a minute ago by the server's clock,
+    // and the CLI's clock an hour behind: doctor removes it all the same.
+    let gone = format!("{}:7", uuid::Uuid::new_v4());
+    let _: () = raw
+        .rpush("redisson_lock_queue:{line}", gone.as_str())
+        .await
+        .unwrap();
+    let past = server_ms(&raw).await - 60_000;
+    let _: () = raw
+        .zadd(
+            "redisson_lock_timeout:{line}",
+            None,
+            None,
+            false,
+            false,
+            (past as f64, gone.as_str()),
+        )
+        .await
+        .unwrap();
+    let (_, info) = json_at(&url, "-1h", &["inspect", "line"]).await;
+    assert_eq!(
+        info["queue"][1]["overdue"], false,
+        "the CLI's clock is behind: {info}"
+    );
+    let (code, found) = json_at(&url, "-1h", &["doctor", "--fix"]).await;
+    let found = found.as_array().unwrap();
+    assert_eq!(code, 0, "{found:?}");
+    assert_eq!(
+        checks(found),
+        [("line".to_string(), "fair-waiter-overdue".to_string())]
+    );
+    assert_eq!(found[0]["fixed"], true);
+    let evidence = &found[0]["evidence"];
+    assert_eq!(evidence["deadline_ms"], past);
+    assert!(evidence["server_time_ms"].as_i64().unwrap() >= past + 60_000);
+    assert_eq!(queued().await, [live], "only the overdue waiter left");
+
+    held.unlock().await.unwrap();
+    within("the waiter gets the lock", waiting)
+        .await
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    holder.shutdown().await;
+    other.shutdown().await;
 }

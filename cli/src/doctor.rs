@@ -392,6 +392,11 @@ async fn fair_line(
                  the next fair-lock script that finds it first in line removes it"
                     .to_string(),
             ),
+            Some(at) if w.subscribers == 0 => {
+                let evidence = evidence(Some(place + 1), w);
+                out.push(probably_gone(o, w, at - now, evidence));
+                continue;
+            }
             _ => continue,
         };
         out.push(Finding {
@@ -425,6 +430,46 @@ async fn fair_line(
         });
     }
     Ok(())
+}
+
+/// A waiter before its deadline that nobody listens for: every waiting
+/// Redisson or redisson-lock client is subscribed to its own channel for as
+/// long as it waits, so 0 subscribers most likely means its process died in
+/// line (or has lost its connection). Nothing is fixed: Redisson's scripts
+/// keep it until its deadline, `left_ms` from now by the server's clock.
+fn probably_gone(o: &ObjectSummary, w: &QueuedWaiter, left_ms: i64, evidence: Evidence) -> Finding {
+    let left = short_duration(Duration::from_millis(left_ms.max(0) as u64));
+    let queue = naming::fair_queue_name(&o.name);
+    let place = evidence.place.unwrap_or_default();
+    let channel = &evidence.channel;
+    Finding {
+        name: o.name.clone(),
+        check: "fair-waiter-probably-gone",
+        key: queue.clone(),
+        detail: format!(
+            "waiter {} (place {place}) is probably gone: 0 subscribers on its channel; \
+             its deadline is in {left} (server time)",
+            w.field
+        ),
+        harmful: true,
+        why: format!(
+            "a waiting client listens on its own channel {channel} until it gets the lock or \
+             gives up, and nobody does: its process most likely died in line (or lost its \
+             connection). It keeps its place until its deadline, and until then nobody \
+             behind it gets the lock: once its turn comes the lock stays free for it, and the \
+             waiters behind it (Redisson's poll Redis in a tight loop) get theirs only after \
+             that deadline. Redisson's scripts remove it only then, and so does doctor --fix. \
+             If client {} is known to be gone, removing it earlier by hand is safe: \
+             LREM {queue} 0 {field} and ZREM {} {field}",
+            w.client_id,
+            naming::fair_timeout_name(&o.name),
+            field = w.field,
+        ),
+        fix: None,
+        fixed: None,
+        evidence: Some(evidence),
+        repair: None,
+    }
 }
 
 /// Runs one repair; whether it changed anything.

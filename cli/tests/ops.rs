@@ -1062,3 +1062,97 @@ async fn doctor_judges_fair_deadlines_by_the_servers_clock() {
     holder.shutdown().await;
     other.shutdown().await;
 }
+
+#[tokio::test]
+async fn doctor_names_dead_fair_waiters_and_leaves_them_until_their_deadline() {
+    let server = RedisServer::start().await;
+    let url = server.url();
+    let raw = server.raw().await;
+    let holder = client(&server, Duration::from_secs(30)).await;
+    let held = holder.fair_lock("payouts").unwrap().lock().await.unwrap();
+    let line = "redisson_lock_queue:{payouts}";
+    let in_line = |n: i64| {
+        let (raw, server) = (&raw, &server);
+        async move {
+            until("waiter in line", || async {
+                raw.llen::<i64, _>(line).await.unwrap() == n
+            })
+            .await;
+            let field: String = raw.lindex(line, n - 1).await.unwrap();
+            let channel = redisson_lock::naming::fair_waiter_channel("payouts", &field);
+            await_subscribers(server, &channel, 1).await;
+            (field, channel)
+        }
+    };
+    // Three waiters in line: a JVM (Redisson 4.7.0), a Rust process (the
+    // CLI's `run --fair`) and a Rust client in this test.
+    let java = JavaPeer::start("redisson-4", "4.7.0", &url, 30_000).await;
+    let _java_waits = java.send("flock payouts 9 -1").await;
+    let (java_field, java_channel) = in_line(1).await;
+    let mut rust_process = cli(&url);
+    rust_process.args(["run", "--fair", "payouts", "--", "true"]);
+    let mut rust_process = rust_process.spawn().unwrap();
+    let (process_field, process_channel) = in_line(2).await;
+    let live = client(&server, Duration::from_secs(30)).await;
+    let live_waits = {
+        let lock = live.fair_lock("payouts").unwrap();
+        tokio::spawn(async move { lock.lock().await })
+    };
+    let (live_field, _) = in_line(3).await;
+    let (code, found) = doctor(&url, &[]).await;
+    assert_eq!((code, found.len()), (0, 0), "live waiters: {found:?}");
+
+    // The JVM and the Rust process die in line without giving up.
+    java.kill().await;
+    rust_process.kill().await.unwrap();
+    await_subscribers(&server, &java_channel, 0).await;
+    await_subscribers(&server, &process_channel, 0).await;
+
+    let (code, found) = doctor(&url, &[]).await;
+    assert_eq!(code, 1, "they hold up the line: {found:?}");
+    assert_eq!(
+        checks(&found),
+        [("payouts", "fair-waiter-probably-gone"); 2].map(|(a, b)| (a.to_string(), b.to_string()))
+    );
+    for (f, (field, channel, place)) in found.iter().zip([
+        (&java_field, &java_channel, 1),
+        (&process_field, &process_channel, 2),
+    ]) {
+        assert!(
+            f["detail"].as_str().unwrap().contains(field.as_str()),
+            "{f}"
+        );
+        assert_eq!(f["harmful"], true, "{f}");
+        assert_eq!(f["fix"], Json::Null, "nothing before its deadline: {f}");
+        let evidence = &f["evidence"];
+        assert_eq!(evidence["channel"], channel.as_str(), "{f}");
+        assert_eq!(evidence["subscribers"], 0, "{f}");
+        assert_eq!(evidence["place"], place, "{f}");
+        let (deadline, now) = (
+            evidence["deadline_ms"].as_i64().unwrap(),
+            evidence["server_time_ms"].as_i64().unwrap(),
+        );
+        assert!(deadline > now, "a deadline still ahead: {f}");
+    }
+    let out = run(&url, &["doctor"]).await;
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stdout
+            .contains(&format!("waiter {java_field} (place 1) is probably gone")),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("0 subscribers"), "{}", out.stdout);
+
+    // --fix leaves them: Redisson's scripts would, until their deadlines.
+    let (code, fixed) = doctor(&url, &["--fix"]).await;
+    assert_eq!(code, 1, "{fixed:?}");
+    assert!(fixed.iter().all(|f| f["fixed"].is_null()), "{fixed:?}");
+    let left: Vec<String> = raw.lrange(line, 0, -1).await.unwrap();
+    assert_eq!(left, [java_field, process_field, live_field]);
+
+    held.unlock().await.unwrap();
+    live_waits.abort();
+    holder.shutdown().await;
+    live.shutdown().await;
+}

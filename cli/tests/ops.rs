@@ -474,7 +474,7 @@ async fn ls_inspect_doctor_and_top_on_a_cluster() {
     assert_eq!((code, left.len()), (0, 0), "{left:?}");
 
     // top: every primary's objects, the waited-for one first.
-    let top = Top::start(&url, &["c:*"], 160, 40);
+    let top = Top::start(&url, &["c:*"], 120, 40);
     let screen = top
         .tmux
         .until("every lock on screen", |s| {

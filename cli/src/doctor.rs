@@ -78,8 +78,9 @@ struct Evidence {
     /// Its own channel, on which its client is told when its turn comes.
     channel: String,
     /// Connections subscribed to that channel (classic and sharded, on
-    /// every primary).
-    subscribers: u64,
+    /// every primary); `None` for a deadline with no place, whose channel
+    /// is not read.
+    subscribers: Option<u64>,
 }
 
 /// A fix, as a script that re-checks before it changes anything.
@@ -367,7 +368,7 @@ async fn fair_line(
         deadline_ms: w.deadline_ms,
         server_time_ms: now,
         channel: naming::fair_waiter_channel(&o.name, &w.field),
-        subscribers: w.subscribers,
+        subscribers: place.map(|_| w.subscribers),
     };
     for (place, w) in fair.queue.iter().enumerate() {
         let (check, detail, harmful, why) = match w.deadline_ms {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use fred::interfaces::ClientLike;
 use fred::types::config::Options;
 use fred::types::{ClusterHash, CustomCommand, Value};
-use redisson_lock::inspect::{ObjectKind, ObjectState, ObjectSummary, SideKeyRole};
+use redisson_lock::inspect::{ObjectKind, ObjectState, ObjectSummary, QueuedWaiter, SideKeyRole};
 use redisson_lock::{naming, RedissonClient};
 use serde::Serialize;
 
@@ -59,8 +59,28 @@ struct Finding {
     /// With `--fix`: whether the change was made (`false`: the state had
     /// changed, and there was nothing left to fix).
     fixed: Option<bool>,
+    /// What a fair-lock finding was judged on; `None` for the other checks.
+    evidence: Option<Evidence>,
     #[serde(skip)]
     repair: Option<Repair>,
+}
+
+/// What a fair-lock waiter's finding was judged on.
+#[derive(Serialize)]
+struct Evidence {
+    /// Its place in line, from 1; `None` for a deadline with no place.
+    place: Option<usize>,
+    /// Its deadline (wall-clock ms, written by its own client).
+    deadline_ms: Option<i64>,
+    /// The server's clock (`TIME` on the lock's node) when doctor read it:
+    /// deadlines are judged by it, never by the clock of the CLI's host.
+    server_time_ms: i64,
+    /// Its own channel, on which its client is told when its turn comes.
+    channel: String,
+    /// Connections subscribed to that channel (classic and sharded, on
+    /// every primary); `None` for a deadline with no place, whose channel
+    /// is not read.
+    subscribers: Option<u64>,
 }
 
 /// A fix, as a script that re-checks before it changes anything.
@@ -78,10 +98,24 @@ fn text(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+/// The clock of the node that holds `name`'s keys (`TIME` there), in ms.
+/// Fair-lock deadlines are judged by it: a waiter is overdue when its
+/// deadline is past for Redis, whatever the clock of the host doctor runs on.
+async fn server_time_ms(client: &RedissonClient, name: &str) -> Result<i64, String> {
+    let time = CustomCommand::new_static("TIME", ClusterHash::Custom(naming::slot(name)), false);
+    let reply: Value = client
+        .redis()
+        .custom(time, Vec::<Value>::new())
+        .await
+        .map_err(|e| format!("reading the server's clock (TIME): {e}"))?;
+    let parts: Vec<i64> = match &reply {
+        Value::Array(parts) => parts.iter().filter_map(Value::as_i64).collect(),
+        _ => vec![],
+    };
+    match parts[..] {
+        [secs, micros] => Ok(secs * 1000 + micros / 1000),
+        _ => Err(format!("unexpected reply to TIME: {reply:?}")),
+    }
 }
 
 pub async fn doctor(cli: &Cli, args: &DoctorArgs) -> Result<u8, String> {
@@ -183,6 +217,7 @@ fn lock_without_ttl(o: &ObjectSummary, out: &mut Vec<Finding>) {
             .into(),
         fix: None,
         fixed: None,
+        evidence: None,
         repair: None,
     });
 }
@@ -206,6 +241,7 @@ fn fenced_token_alone(o: &ObjectSummary, out: &mut Vec<Finding>) {
             .into(),
         fix: None,
         fixed: None,
+        evidence: None,
         repair: None,
     });
 }
@@ -245,6 +281,7 @@ fn orphan_read_holds(o: &ObjectSummary, out: &mut Vec<Finding>) {
             ),
             fix: Some("delete it, if the reader still does not hold it".into()),
             fixed: None,
+            evidence: None,
             repair: Some(Repair::Script {
                 script: READ_HOLD_DROP,
                 keys: vec![o.name.clone(), side.key.clone()],
@@ -275,6 +312,7 @@ fn latches_without_ttl(o: &ObjectSummary, out: &mut Vec<Finding>) {
                 LATCH_TTL.as_secs()
             )),
             fixed: None,
+            evidence: None,
             repair: Some(Repair::Script {
                 script: LATCH_EXPIRE,
                 keys: vec![side.key.clone()],
@@ -299,6 +337,7 @@ fn ended_leases(o: &ObjectSummary, out: &mut Vec<Finding>) {
             .into(),
         fix: Some("return them to the pool now (and wake waiters)".into()),
         fixed: None,
+        evidence: None,
         repair: (o.value.is_some()).then(|| Repair::Reclaim(o.name.clone())),
     });
 }
@@ -312,12 +351,24 @@ async fn fair_line(
     let ObjectState::FairLock(fair) = info.state else {
         return Ok(());
     };
+    if fair.queue.is_empty() && fair.stray_deadlines.is_empty() {
+        return Ok(());
+    }
+    let now = server_time_ms(client, &o.name).await?;
     let queue = naming::fair_queue_name(&o.name);
     let deadlines = naming::fair_timeout_name(&o.name);
+    // The script re-checks each deadline against `TIME` on its node.
     let prune = |field: &str| Repair::Script {
         script: FAIR_PRUNE,
         keys: vec![queue.clone(), deadlines.clone()],
-        args: vec![now_ms().to_string(), field.to_string()],
+        args: vec![field.to_string()],
+    };
+    let evidence = |place: Option<usize>, w: &QueuedWaiter| Evidence {
+        place,
+        deadline_ms: w.deadline_ms,
+        server_time_ms: now,
+        channel: naming::fair_waiter_channel(&o.name, &w.field),
+        subscribers: place.map(|_| w.subscribers),
     };
     for (place, w) in fair.queue.iter().enumerate() {
         let (check, detail, harmful, why) = match w.deadline_ms {
@@ -329,21 +380,24 @@ async fn fair_line(
                  while it is first, nobody else gets the lock until that owner takes it"
                     .to_string(),
             ),
-            Some(at) if w.overdue => (
+            Some(at) if at <= now => (
                 "fair-waiter-overdue",
                 format!(
-                    "waiter {} (place {}) is past its deadline by {}",
+                    "waiter {} (place {}) is past its deadline by {} (server time)",
                     w.field,
                     place + 1,
-                    short_duration(Duration::from_millis(
-                        now_ms().saturating_sub(at).max(0) as u64
-                    ))
+                    short_duration(Duration::from_millis(now.saturating_sub(at) as u64))
                 ),
                 false,
                 "it gave up or died (Redisson's lock() leaves its place when interrupted); \
                  the next fair-lock script that finds it first in line removes it"
                     .to_string(),
             ),
+            Some(at) if w.subscribers == 0 => {
+                let evidence = evidence(Some(place + 1), w);
+                out.push(probably_gone(o, w, at - now, evidence));
+                continue;
+            }
             _ => continue,
         };
         out.push(Finding {
@@ -355,10 +409,14 @@ async fn fair_line(
             why,
             fix: Some("remove it from the line, if it has still no future deadline".into()),
             fixed: None,
+            evidence: Some(evidence(Some(place + 1), w)),
             repair: Some(prune(&w.field)),
         });
     }
-    for w in fair.stray_deadlines.iter().filter(|w| w.overdue) {
+    for w in &fair.stray_deadlines {
+        if w.deadline_ms.is_some_and(|at| at > now) {
+            continue;
+        }
         out.push(Finding {
             name: o.name.clone(),
             check: "fair-stray-deadline",
@@ -368,10 +426,51 @@ async fn fair_line(
             why: "a deadline without a place in line is never read for the line's order".into(),
             fix: Some("remove it, if still past".into()),
             fixed: None,
+            evidence: Some(evidence(None, w)),
             repair: Some(prune(&w.field)),
         });
     }
     Ok(())
+}
+
+/// A waiter before its deadline that nobody listens for: every waiting
+/// Redisson or redisson-lock client is subscribed to its own channel for as
+/// long as it waits, so 0 subscribers most likely means its process died in
+/// line (or has lost its connection). Nothing is fixed: Redisson's scripts
+/// keep it until its deadline, `left_ms` from now by the server's clock.
+fn probably_gone(o: &ObjectSummary, w: &QueuedWaiter, left_ms: i64, evidence: Evidence) -> Finding {
+    let left = short_duration(Duration::from_millis(left_ms.max(0) as u64));
+    let queue = naming::fair_queue_name(&o.name);
+    let place = evidence.place.unwrap_or_default();
+    let channel = &evidence.channel;
+    Finding {
+        name: o.name.clone(),
+        check: "fair-waiter-probably-gone",
+        key: queue.clone(),
+        detail: format!(
+            "waiter {} (place {place}) is probably gone: 0 subscribers on its channel; \
+             its deadline is in {left} (server time)",
+            w.field
+        ),
+        harmful: true,
+        why: format!(
+            "a waiting client listens on its own channel {channel} until it gets the lock or \
+             gives up, and nobody does: its process most likely died in line (or lost its \
+             connection). It keeps its place until its deadline, and until then nobody \
+             behind it gets the lock: once its turn comes the lock stays free for it, and the \
+             waiters behind it (Redisson's poll Redis in a tight loop) get theirs only after \
+             that deadline. Redisson's scripts remove it only then, and so does doctor --fix. \
+             If client {} is known to be gone, removing it earlier by hand is safe: \
+             LREM {queue} 0 {field} and ZREM {} {field}",
+            w.client_id,
+            naming::fair_timeout_name(&o.name),
+            field = w.field,
+        ),
+        fix: None,
+        fixed: None,
+        evidence: Some(evidence),
+        repair: None,
+    }
 }
 
 /// Runs one repair; whether it changed anything.
@@ -384,6 +483,11 @@ async fn apply(client: &RedissonClient, repair: Repair) -> Result<bool, String> 
             Ok(true)
         }
         Repair::Script { script, keys, args } => {
+            // Routed by its first key's slot (every key of a repair shares
+            // it): fred 10.1 ignores `ClusterHash::Offset` on a custom
+            // command and hashes the script's text instead, which on a
+            // cluster sent the script to one node, where it met MOVED.
+            let slot = keys.first().map_or(0, |key| naming::slot(key));
             let mut argv: Vec<Value> = vec![script.into(), (keys.len() as i64).into()];
             argv.extend(keys.into_iter().map(Value::from));
             argv.extend(args.into_iter().map(Value::from));
@@ -393,7 +497,7 @@ async fn apply(client: &RedissonClient, repair: Repair) -> Result<bool, String> 
                 max_attempts: Some(1),
                 ..Options::default()
             };
-            let eval = CustomCommand::new_static("EVAL", ClusterHash::Offset(2), false);
+            let eval = CustomCommand::new_static("EVAL", ClusterHash::Custom(slot), false);
             let reply: Value = client
                 .redis()
                 .with_options(&once)

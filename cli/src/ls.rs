@@ -95,10 +95,22 @@ pub fn table(objects: &[ObjectSummary]) -> String {
     out
 }
 
+/// Digits of the client id `ls` and `top` show (as a short commit id).
+const CLIENT_DIGITS: usize = 8;
+
 /// A holder as `ls` and `top` show it: the client id's first 8 digits,
 /// the owner, and the hold count when above 1.
 pub fn short_holder(h: &Holder) -> String {
-    let client: String = h.client_id.chars().take(8).collect();
+    holder_label(h, CLIENT_DIGITS)
+}
+
+/// A holder with `digits` digits of its client id; fewer than the usual 8
+/// end in `…`. The owner id is always whole.
+fn holder_label(h: &Holder, digits: usize) -> String {
+    let mut client: String = h.client_id.chars().take(digits).collect();
+    if digits < CLIENT_DIGITS {
+        client.push(crate::fit::MARK);
+    }
     let count = if h.hold_count > 1 {
         format!(" x{}", h.hold_count)
     } else {
@@ -107,16 +119,46 @@ pub fn short_holder(h: &Holder) -> String {
     format!("{client}:{}{count}", h.owner)
 }
 
+/// The holders column: up to two holders, and how many more.
 pub fn holders(o: &ObjectSummary) -> String {
+    holders_shown(o, CLIENT_DIGITS, 2)
+}
+
+/// The holders column in `columns` terminal columns: client ids are cut
+/// (marked `…`) before fewer holders are shown, and owner ids only when
+/// even one holder with one client digit does not fit.
+pub fn holders_within(o: &ObjectSummary, columns: usize) -> String {
+    let candidates = [
+        (CLIENT_DIGITS, 2),
+        (4, 2),
+        (1, 2),
+        (CLIENT_DIGITS, 1),
+        (4, 1),
+        (1, 1),
+    ];
+    crate::fit::first_fitting(
+        candidates
+            .into_iter()
+            .map(|(digits, shown)| holders_shown(o, digits, shown)),
+        columns,
+    )
+}
+
+/// The holders column with one holder, as usual, and how many more.
+pub fn one_holder(o: &ObjectSummary) -> String {
+    holders_shown(o, CLIENT_DIGITS, 1)
+}
+
+fn holders_shown(o: &ObjectSummary, digits: usize, shown: usize) -> String {
     let mut all: Vec<String> = vec![];
     if let Some(writer) = &o.writer {
-        all.push(format!("{} (write)", short_holder(writer)));
+        all.push(format!("{} (write)", holder_label(writer, digits)));
     }
-    all.extend(o.holders.iter().map(short_holder));
+    all.extend(o.holders.iter().map(|h| holder_label(h, digits)));
     match all.len() {
         0 => "-".into(),
-        1..=2 => all.join(", "),
-        n => format!("{}, +{} more", all[..2].join(", "), n - 2),
+        n if n <= shown => all.join(", "),
+        n => format!("{}, +{} more", all[..shown].join(", "), n - shown),
     }
 }
 

@@ -2,6 +2,7 @@
 
 mod counters;
 mod doctor;
+mod fit;
 mod ls;
 mod run;
 mod status;

@@ -15,7 +15,8 @@ use ratatui::Frame;
 use redisson_lock::inspect::{ObjectKind, ObjectSummary};
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::ls::{detail, short_duration, short_holder, ttl, waiting};
+use crate::fit::{self, fit, Column};
+use crate::ls::{detail, holders_within, short_duration, short_holder, ttl, waiting};
 use crate::{connect, parse_duration, Cli};
 
 #[derive(clap::Args)]
@@ -199,44 +200,10 @@ fn render(frame: &mut Frame, view: &View, title: &str) {
         Some(e) => format!("{title} | error: {e}"),
         None => format!("{title} | {} object(s)", view.objects.len()),
     };
-    frame.render_widget(Paragraph::new(status).bold(), header);
-    let rows = view.objects.iter().map(|o| {
-        let holders = crate::ls::holders(o);
-        let row = Row::new(vec![
-            o.name.clone(),
-            o.kind.to_string(),
-            waiting(o),
-            holders,
-            view.held_for(o),
-            ttl(o.ttl_ms, o.no_ttl, o.kind),
-            detail(o),
-        ]);
-        if o.contention() > 0 {
-            row.style(Style::default().fg(Color::Yellow))
-        } else {
-            row
-        }
-    });
-    let table = Table::new(
-        rows,
-        [
-            Constraint::Fill(2),
-            Constraint::Length(19),
-            Constraint::Length(7),
-            Constraint::Fill(2),
-            Constraint::Length(9),
-            Constraint::Length(7),
-            Constraint::Fill(2),
-        ],
-    )
-    .header(
-        Row::new(vec![
-            "NAME", "KIND", "WAITING", "HOLDERS", "HELD FOR", "TTL", "DETAIL",
-        ])
-        .style(Style::default().add_modifier(Modifier::REVERSED)),
-    )
-    .column_spacing(1);
-    frame.render_widget(table, body);
+    let columns_total = usize::from(frame.area().width);
+    frame.render_widget(Paragraph::new(fit(&status, columns_total)).bold(), header);
+    frame.render_widget(table(view, columns_total), body);
+    let inside = usize::from(events.width.saturating_sub(2));
     let lines: Vec<Line> = view
         .events
         .iter()
@@ -244,7 +211,7 @@ fn render(frame: &mut Frame, view: &View, title: &str) {
         .map(|(at, text, bad)| {
             let time = humantime::format_rfc3339_seconds(*at).to_string();
             let time = time.get(11..19).unwrap_or(&time).to_string();
-            let line = Line::from(format!("{time} {text}"));
+            let line = Line::from(fit(&format!("{time} {text}"), inside));
             if *bad {
                 line.style(Style::default().fg(Color::Red))
             } else {
@@ -257,10 +224,101 @@ fn render(frame: &mut Frame, view: &View, title: &str) {
         events,
     );
     frame.render_widget(
-        Paragraph::new("q: quit | sorted by waiting, then time held | HELD FOR counts from when top first saw the holder")
-            .dim(),
+        Paragraph::new(fit(
+            "q: quit | sorted by waiting, then time held | HELD FOR counts from when top \
+             first saw the holder",
+            columns_total,
+        ))
+        .dim(),
         help,
     );
+}
+
+const HEADER: [&str; 7] = [
+    "NAME", "KIND", "WAITING", "HOLDERS", "HELD FOR", "TTL", "DETAIL",
+];
+/// The HOLDERS column, which keeps owner ids whole first.
+const HOLDERS: usize = 3;
+
+/// The objects' table in `total` terminal columns: short columns as wide as
+/// their values, HOLDERS next (client ids are cut before owner ids), NAME
+/// and DETAIL share the rest; whatever does not fit is cut with `…`.
+fn table(view: &View, total: usize) -> Table<'static> {
+    let cells: Vec<[String; 7]> = view
+        .objects
+        .iter()
+        .map(|o| {
+            [
+                o.name.clone(),
+                o.kind.to_string(),
+                waiting(o),
+                crate::ls::holders(o),
+                view.held_for(o),
+                ttl(o.ttl_ms, o.no_ttl, o.kind),
+                detail(o),
+            ]
+        })
+        .collect();
+    let widest = |i: usize| {
+        cells
+            .iter()
+            .map(|row| fit::width(&row[i]))
+            .chain([fit::width(HEADER[i])])
+            .max()
+            .unwrap_or(0)
+    };
+    let columns: Vec<Column> = (0..HEADER.len())
+        .map(|i| match i {
+            0 | 6 => Column::Shared(widest(i)),
+            // Every owner id whole first, all holders if there is room.
+            HOLDERS => Column::First {
+                need: view
+                    .objects
+                    .iter()
+                    .map(|o| fit::width(&crate::ls::one_holder(o)))
+                    .chain([fit::width(HEADER[i])])
+                    .max()
+                    .unwrap_or(0),
+                want: widest(i),
+            },
+            _ => Column::Fixed(widest(i)),
+        })
+        .collect();
+    let widths = fit::widths(&columns, total, 1);
+    let rows: Vec<Row> = view
+        .objects
+        .iter()
+        .zip(cells)
+        .map(|(o, row)| {
+            let shown: Vec<String> = row
+                .iter()
+                .enumerate()
+                .map(|(i, cell)| match i {
+                    HOLDERS => holders_within(o, widths[i]),
+                    _ => fit(cell, widths[i]),
+                })
+                .collect();
+            let row = Row::new(shown);
+            if o.contention() > 0 {
+                row.style(Style::default().fg(Color::Yellow))
+            } else {
+                row
+            }
+        })
+        .collect();
+    let header: Vec<String> = HEADER
+        .iter()
+        .zip(&widths)
+        .map(|(h, w)| fit(h, *w))
+        .collect();
+    Table::new(
+        rows,
+        widths
+            .iter()
+            .map(|w| Constraint::Length(u16::try_from(*w).unwrap_or(u16::MAX))),
+    )
+    .header(Row::new(header).style(Style::default().add_modifier(Modifier::REVERSED)))
+    .column_spacing(1)
 }
 
 pub async fn top(cli: &Cli, args: &TopArgs) -> Result<u8, String> {

@@ -332,7 +332,7 @@ async fn a_jvm_holder_shows_in_ls_and_inspect() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ls_on_a_cluster_reads_every_primary() {
+async fn ls_inspect_doctor_and_top_on_a_cluster() {
     use common::topology::Cluster;
     let cluster = Cluster::start().await;
     let url = cluster.url();
@@ -378,6 +378,120 @@ async fn ls_on_a_cluster_reads_every_primary() {
     assert_eq!(entry(&list, "c:1")["subscribers"], 0);
     let info = json(&url, &["inspect", "c:0"]).await;
     assert_eq!(info["channels"][0]["subscribers"], 1);
+    // The table shows every owner id whole.
+    let out = run(&url, &["ls", "c:*"]).await;
+    for guard in &guards {
+        assert!(
+            out.stdout.contains(&format!(":{}", guard.owner())),
+            "{}",
+            out.stdout
+        );
+    }
+
+    // doctor: a fair line of each kind of trouble, and a latch without TTL,
+    // on every primary; each fix runs on its keys' node.
+    let mut fixable: Vec<(String, u16)> = vec![];
+    for i in 0.. {
+        let name = format!("d:{i}");
+        let node = cluster.owner_of(redisson_lock::naming::slot(&name)).await;
+        if !fixable.iter().any(|(_, n)| *n == node) {
+            fixable.push((name, node));
+        }
+        if fixable.len() == 3 {
+            break;
+        }
+    }
+    let redis = holder.redis();
+    let someone = uuid::Uuid::new_v4();
+    for (name, _) in &fixable {
+        let queue = redisson_lock::naming::fair_queue_name(name);
+        let deadlines = redisson_lock::naming::fair_timeout_name(name);
+        let (undated, overdue) = (format!("{someone}:1"), format!("{someone}:2"));
+        let _: () = redis
+            .rpush(&queue, vec![undated, overdue.clone()])
+            .await
+            .unwrap();
+        let _: () = redis
+            .zadd(&deadlines, None, None, false, false, (1.0, overdue))
+            .await
+            .unwrap();
+        let latch = format!("redisson_unlock_latch:{{{name}}}:0123456789abcdef0123456789abcdef");
+        let _: () = redis.set(&latch, "1", None, None, false).await.unwrap();
+    }
+    // The fair line's clock is read on its own node: TIME there, nowhere else.
+    let primaries = cluster.primaries().await;
+    let times = || async {
+        let mut calls = vec![];
+        for port in &primaries {
+            let c = common::topology::node_client(*port).await;
+            calls.push(command_calls(&c, "time").await);
+            let _ = c.quit().await;
+        }
+        calls
+    };
+    let (one, one_node) = &fixable[0];
+    let before = times().await;
+    let (code, found) = doctor(&url, &[one.as_str()]).await;
+    assert_eq!(code, 1, "{found:?}");
+    let after = times().await;
+    for ((port, before), after) in primaries.iter().zip(&before).zip(&after) {
+        let read = after - before;
+        if port == one_node {
+            assert!(read >= 1, "TIME on {port}, the node of {one}");
+        } else {
+            assert_eq!(read, 0, "TIME on {port}, not the node of {one}");
+        }
+    }
+    let (code, found) = doctor(&url, &["d:*"]).await;
+    assert_eq!(code, 1, "undated waiters are harmful: {found:?}");
+    let mut want = vec![];
+    for (name, _) in &fixable {
+        for check in [
+            "fair-waiter-overdue",
+            "fair-waiter-without-deadline",
+            "latch-without-ttl",
+        ] {
+            want.push((name.clone(), check.to_string()));
+        }
+    }
+    want.sort();
+    assert_eq!(checks(&found), want);
+    let (code, fixed) = doctor(&url, &["d:*", "--fix"]).await;
+    assert_eq!(code, 0, "everything fixed: {fixed:?}");
+    for f in &fixed {
+        assert_eq!(f["fixed"], true, "{f}");
+    }
+    for (name, _) in &fixable {
+        let queue = redisson_lock::naming::fair_queue_name(name);
+        let deadlines = redisson_lock::naming::fair_timeout_name(name);
+        let left: i64 = redis.exists(vec![queue, deadlines]).await.unwrap();
+        assert_eq!(left, 0, "{name}'s line is clear");
+        let latch = format!("redisson_unlock_latch:{{{name}}}:0123456789abcdef0123456789abcdef");
+        let ttl: i64 = redis.pttl(&latch).await.unwrap();
+        assert!(ttl > 0, "{name}'s latch expires: {ttl}");
+    }
+    let (code, left) = doctor(&url, &["d:*"]).await;
+    assert_eq!((code, left.len()), (0, 0), "{left:?}");
+
+    // top: every primary's objects, the waited-for one first.
+    let top = Top::start(&url, &["c:*"], 120, 40);
+    let screen = top
+        .tmux
+        .until("every lock on screen", |s| {
+            names.iter().all(|name| row(s, name).is_some())
+        })
+        .await;
+    let (at, cells) = row(&screen, "c:0").unwrap();
+    assert_eq!(&cells[1..3], ["lock", "1"], "{screen}");
+    assert!(
+        names.iter().all(|name| row(&screen, name).unwrap().0 >= at),
+        "the waited-for lock first:\n{screen}"
+    );
+    for guard in &guards {
+        assert!(screen.contains(&format!(":{}", guard.owner())), "{screen}");
+    }
+    assert_eq!(top.quit().await, "0");
+
     waiting.abort();
     drop(guards);
     holder.shutdown().await;
@@ -817,4 +931,228 @@ async fn errors_are_one_line_and_say_what_went_wrong() {
         assert_eq!(out.code, code, "{args:?}: {}", out.stderr);
         assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
     }
+}
+
+/// libfaketime, which shifts the wall clock of the process it is preloaded
+/// into (Debian package libfaketime; .ci/run installs it).
+fn libfaketime() -> String {
+    let arch = std::env::consts::ARCH;
+    let path = format!("/usr/lib/{arch}-linux-gnu/faketime/libfaketime.so.1");
+    assert!(
+        std::path::Path::new(&path).exists(),
+        "{path} is needed to run the CLI with its clock moved (Debian package libfaketime; \
+         .ci/run installs it)"
+    );
+    path
+}
+
+/// The CLI with `args` (then `--json`), its wall clock moved by `shift`
+/// (`+1h`, `-1h`) and its monotonic clock left alone.
+async fn json_at(url: &str, shift: &str, args: &[&str]) -> (i32, Json) {
+    let mut cmd = cli(url);
+    cmd.env("LD_PRELOAD", libfaketime())
+        .env("FAKETIME", shift)
+        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+        .args(args)
+        .arg("--json");
+    let out = output(cmd).await;
+    let json = serde_json::from_str(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {} {}", out.stdout, out.stderr));
+    (out.code, json)
+}
+
+/// The server's clock (`TIME`), in ms.
+async fn server_ms(raw: &Client) -> i64 {
+    let time: Vec<String> = raw
+        .custom(
+            fred::types::CustomCommand::new_static("TIME", fred::types::ClusterHash::Random, false),
+            Vec::<String>::new(),
+        )
+        .await
+        .unwrap();
+    time[0].parse::<i64>().unwrap() * 1000 + time[1].parse::<i64>().unwrap() / 1000
+}
+
+#[tokio::test]
+async fn doctor_judges_fair_deadlines_by_the_servers_clock() {
+    let server = RedisServer::start().await;
+    let url = server.url();
+    let raw = server.raw().await;
+    let holder = client(&server, Duration::from_secs(30)).await;
+    let other = client(&server, Duration::from_secs(30)).await;
+    let held = holder.fair_lock("line").unwrap().lock().await.unwrap();
+    // A live waiter: its deadline is minutes ahead by every clock here.
+    let waiting = {
+        let lock = other.fair_lock("line").unwrap();
+        tokio::spawn(async move { lock.lock().await })
+    };
+    until("waiter in line and listening", || async {
+        let info = json(&url, &["inspect", "line"]).await;
+        info["queue"][0]["subscribers"] == 1
+    })
+    .await;
+    let live: String = raw.lindex("redisson_lock_queue:{line}", 0).await.unwrap();
+    let queued = || async {
+        raw.lrange::<Vec<String>, _>("redisson_lock_queue:{line}", 0, -1)
+            .await
+            .unwrap()
+    };
+
+    // The CLI's clock an hour ahead: by it the live waiter's deadline is
+    // long past (inspect, which uses the CLI's clock, says so), but not by
+    // the server's, so doctor leaves it alone.
+    let (_, info) = json_at(&url, "+1h", &["inspect", "line"]).await;
+    assert_eq!(
+        info["queue"][0]["overdue"], true,
+        "the CLI's clock is ahead: {info}"
+    );
+    let (code, found) = json_at(&url, "+1h", &["doctor", "--fix"]).await;
+    assert_eq!((code, found.clone()), (0, Json::Array(vec![])), "{found}");
+    assert_eq!(
+        queued().await,
+        std::slice::from_ref(&live),
+        "the live waiter keeps its place"
+    );
+
+    // A waiter whose deadline passed a minute ago by the server's clock,
+    // and the CLI's clock an hour behind: doctor removes it all the same.
+    let gone = format!("{}:7", uuid::Uuid::new_v4());
+    let _: () = raw
+        .rpush("redisson_lock_queue:{line}", gone.as_str())
+        .await
+        .unwrap();
+    let past = server_ms(&raw).await - 60_000;
+    let _: () = raw
+        .zadd(
+            "redisson_lock_timeout:{line}",
+            None,
+            None,
+            false,
+            false,
+            (past as f64, gone.as_str()),
+        )
+        .await
+        .unwrap();
+    let (_, info) = json_at(&url, "-1h", &["inspect", "line"]).await;
+    assert_eq!(
+        info["queue"][1]["overdue"], false,
+        "the CLI's clock is behind: {info}"
+    );
+    let (code, found) = json_at(&url, "-1h", &["doctor", "--fix"]).await;
+    let found = found.as_array().unwrap();
+    assert_eq!(code, 0, "{found:?}");
+    assert_eq!(
+        checks(found),
+        [("line".to_string(), "fair-waiter-overdue".to_string())]
+    );
+    assert_eq!(found[0]["fixed"], true);
+    let evidence = &found[0]["evidence"];
+    assert_eq!(evidence["deadline_ms"], past);
+    assert!(evidence["server_time_ms"].as_i64().unwrap() >= past + 60_000);
+    assert_eq!(queued().await, [live], "only the overdue waiter left");
+
+    held.unlock().await.unwrap();
+    within("the waiter gets the lock", waiting)
+        .await
+        .unwrap()
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    holder.shutdown().await;
+    other.shutdown().await;
+}
+
+#[tokio::test]
+async fn doctor_names_dead_fair_waiters_and_leaves_them_until_their_deadline() {
+    let server = RedisServer::start().await;
+    let url = server.url();
+    let raw = server.raw().await;
+    let holder = client(&server, Duration::from_secs(30)).await;
+    let held = holder.fair_lock("payouts").unwrap().lock().await.unwrap();
+    let line = "redisson_lock_queue:{payouts}";
+    let in_line = |n: i64| {
+        let (raw, server) = (&raw, &server);
+        async move {
+            until("waiter in line", || async {
+                raw.llen::<i64, _>(line).await.unwrap() == n
+            })
+            .await;
+            let field: String = raw.lindex(line, n - 1).await.unwrap();
+            let channel = redisson_lock::naming::fair_waiter_channel("payouts", &field);
+            await_subscribers(server, &channel, 1).await;
+            (field, channel)
+        }
+    };
+    // Three waiters in line: a JVM (Redisson 4.7.0), a Rust process (the
+    // CLI's `run --fair`) and a Rust client in this test.
+    let java = JavaPeer::start("redisson-4", "4.7.0", &url, 30_000).await;
+    let _java_waits = java.send("flock payouts 9 -1").await;
+    let (java_field, java_channel) = in_line(1).await;
+    let mut rust_process = cli(&url);
+    rust_process.args(["run", "--fair", "payouts", "--", "true"]);
+    let mut rust_process = rust_process.spawn().unwrap();
+    let (process_field, process_channel) = in_line(2).await;
+    let live = client(&server, Duration::from_secs(30)).await;
+    let live_waits = {
+        let lock = live.fair_lock("payouts").unwrap();
+        tokio::spawn(async move { lock.lock().await })
+    };
+    let (live_field, _) = in_line(3).await;
+    let (code, found) = doctor(&url, &[]).await;
+    assert_eq!((code, found.len()), (0, 0), "live waiters: {found:?}");
+
+    // The JVM and the Rust process die in line without giving up.
+    java.kill().await;
+    rust_process.kill().await.unwrap();
+    await_subscribers(&server, &java_channel, 0).await;
+    await_subscribers(&server, &process_channel, 0).await;
+
+    let (code, found) = doctor(&url, &[]).await;
+    assert_eq!(code, 1, "they hold up the line: {found:?}");
+    assert_eq!(
+        checks(&found),
+        [("payouts", "fair-waiter-probably-gone"); 2].map(|(a, b)| (a.to_string(), b.to_string()))
+    );
+    for (f, (field, channel, place)) in found.iter().zip([
+        (&java_field, &java_channel, 1),
+        (&process_field, &process_channel, 2),
+    ]) {
+        assert!(
+            f["detail"].as_str().unwrap().contains(field.as_str()),
+            "{f}"
+        );
+        assert_eq!(f["harmful"], true, "{f}");
+        assert_eq!(f["fix"], Json::Null, "nothing before its deadline: {f}");
+        let evidence = &f["evidence"];
+        assert_eq!(evidence["channel"], channel.as_str(), "{f}");
+        assert_eq!(evidence["subscribers"], 0, "{f}");
+        assert_eq!(evidence["place"], place, "{f}");
+        let (deadline, now) = (
+            evidence["deadline_ms"].as_i64().unwrap(),
+            evidence["server_time_ms"].as_i64().unwrap(),
+        );
+        assert!(deadline > now, "a deadline still ahead: {f}");
+    }
+    let out = run(&url, &["doctor"]).await;
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stdout
+            .contains(&format!("waiter {java_field} (place 1) is probably gone")),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("0 subscribers"), "{}", out.stdout);
+
+    // --fix leaves them: Redisson's scripts would, until their deadlines.
+    let (code, fixed) = doctor(&url, &["--fix"]).await;
+    assert_eq!(code, 1, "{fixed:?}");
+    assert!(fixed.iter().all(|f| f["fixed"].is_null()), "{fixed:?}");
+    let left: Vec<String> = raw.lrange(line, 0, -1).await.unwrap();
+    assert_eq!(left, [java_field, process_field, live_field]);
+
+    held.unlock().await.unwrap();
+    live_waits.abort();
+    holder.shutdown().await;
+    live.shutdown().await;
 }

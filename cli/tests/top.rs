@@ -3,94 +3,13 @@
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
+mod support;
 
 use std::time::Duration;
 
 use common::*;
-
-/// A tmux server of this test's own, killed on drop.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn command(&self, args: &[&str]) -> std::process::Output {
-        std::process::Command::new("tmux")
-            .args(["-L", &self.socket])
-            .args(args)
-            .output()
-            .expect("tmux is needed for the `top` test (Debian package tmux; .ci/run installs it)")
-    }
-
-    /// Starts `command` in a detached 160x40 session.
-    fn start(command: &str) -> Tmux {
-        let tmux = Tmux {
-            socket: format!(
-                "redisson-top-{}-{:x}",
-                std::process::id(),
-                rand::random::<u32>()
-            ),
-        };
-        let out = tmux.command(&[
-            "new-session",
-            "-d",
-            "-s",
-            "top",
-            "-x",
-            "160",
-            "-y",
-            "40",
-            command,
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        tmux
-    }
-
-    fn screen(&self) -> String {
-        String::from_utf8_lossy(&self.command(&["capture-pane", "-p", "-t", "top"]).stdout)
-            .into_owned()
-    }
-
-    fn keys(&self, keys: &str) {
-        assert!(self
-            .command(&["send-keys", "-t", "top", keys])
-            .status
-            .success());
-    }
-
-    /// Waits until the screen shows what `check` looks for; returns it.
-    async fn until(&self, what: &str, check: impl Fn(&str) -> bool) -> String {
-        within(what, async {
-            loop {
-                let screen = self.screen();
-                if check(&screen) {
-                    return screen;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        })
-        .await
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.command(&["kill-server"]);
-    }
-}
-
-/// The screen line of the object `name`, split into its cells.
-fn row<'a>(screen: &'a str, name: &str) -> Option<(usize, Vec<&'a str>)> {
-    screen
-        .lines()
-        .enumerate()
-        .find(|(_, l)| l.split_whitespace().next() == Some(name))
-        .map(|(i, l)| (i, l.split_whitespace().collect()))
-}
+use fred::prelude::*;
+use support::{row, Top};
 
 #[tokio::test]
 async fn top_shows_contention_first_and_what_happens_and_quits_on_q() {
@@ -105,14 +24,8 @@ async fn top_shows_contention_first_and_what_happens_and_quits_on_q() {
     };
     await_subscribers(&server, "redisson_lock__channel:{top:busy}", 1).await;
 
-    let dir = common::topology::Scratch::new("top");
-    let exit_file = dir.0.join("exit");
-    let tmux = Tmux::start(&format!(
-        "env REDIS_URL={} {} top 'top:*'; echo $? > {}",
-        server.url(),
-        env!("CARGO_BIN_EXE_redisson-lock"),
-        exit_file.display()
-    ));
+    let top = Top::start(&server.url(), &["top:*"], 160, 40);
+    let tmux = &top.tmux;
     let screen = tmux
         .until("both locks on screen", |s| {
             row(s, "top:busy").is_some() && row(s, "top:idle").is_some()
@@ -147,27 +60,143 @@ async fn top_shows_contention_first_and_what_happens_and_quits_on_q() {
         .await;
     assert!(screen.contains("lease ran out"), "{screen}");
 
-    tmux.keys("q");
-    within("top exits", async {
-        while !exit_file.exists() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
-    // The shell writes the file as the command ends; read it once complete.
-    let code = within("exit code written", async {
-        loop {
-            let text = std::fs::read_to_string(&exit_file).unwrap();
-            if text.ends_with('\n') {
-                return text.trim().to_string();
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+    let code = top.quit().await;
     assert_eq!(code, "0");
     waiting.abort();
     busy.unlock().await.unwrap();
     holder.shutdown().await;
     waiter.shutdown().await;
+}
+
+/// Whether `screen` shows `full` whole, or cut with `…` right after the
+/// part it shows (never a silent cut, which would read as another value).
+fn whole_or_marked(screen: &str, full: &str) -> bool {
+    let chars: Vec<char> = full.chars().collect();
+    (4..=chars.len()).rev().any(|n| {
+        let prefix: String = chars[..n].iter().collect();
+        screen
+            .match_indices(&prefix)
+            .any(|(at, _)| n == chars.len() || screen[at + prefix.len()..].starts_with('…'))
+    }) && !silently_cut(screen, &chars)
+}
+
+/// Whether some line shows a proper prefix of `full` (4 characters or more)
+/// that stops there, at a blank or the line's end, without a mark: a cut
+/// that reads as another value.
+fn silently_cut(screen: &str, full: &[char]) -> bool {
+    screen.lines().any(|line| {
+        (4..full.len()).any(|n| {
+            let prefix: String = full[..n].iter().collect();
+            line.match_indices(&prefix).any(|(at, _)| {
+                let rest = &line[at + prefix.len()..];
+                !rest.starts_with(full[n]) && (rest.is_empty() || rest.starts_with(' '))
+            })
+        })
+    })
+}
+
+#[tokio::test]
+async fn top_fits_its_columns_to_the_terminal_and_marks_every_cut() {
+    let server = RedisServer::start().await;
+    let raw = server.raw().await;
+    let holder = client(&server, Duration::from_secs(30)).await;
+    let short_id: String = holder.id().chars().take(8).collect();
+    // A Rust holder (owner ids have 19 digits), two Rust readers, a name
+    // longer than any terminal gives it, and a detail of 31 characters.
+    let plain = holder.lock("top:plain").unwrap().lock().await.unwrap();
+    let rw = holder.read_write_lock("top:doc").unwrap();
+    let (r1, r2) = (
+        rw.read().lock().await.unwrap(),
+        rw.read().lock().await.unwrap(),
+    );
+    let long_name = format!("top:{}", "long-name-".repeat(10));
+    let long = holder.lock(&long_name).unwrap().lock().await.unwrap();
+    let _: () = raw.set("top:slots", "1", None, None, false).await.unwrap();
+    let _: () = raw
+        .zadd(
+            "{top:slots}:timeout",
+            None,
+            None,
+            false,
+            false,
+            vec![
+                (1.0, "00000000000000000000000000000001"),
+                (4_102_444_800_000.0, "00000000000000000000000000000002"),
+            ],
+        )
+        .await
+        .unwrap();
+    let holder_text = |owner: redisson_lock::OwnerId| format!("{short_id}:{owner}");
+    let everything: Vec<String> = [&plain, &r1, &r2, &long]
+        .map(|guard| holder_text(guard.owner()))
+        .into_iter()
+        .chain([
+            long_name.clone(),
+            "1 permit(s), 2 leased (1 ended)".to_string(),
+            "read, 2 reader(s)".to_string(),
+        ])
+        .collect();
+
+    let top = Top::start(&server.url(), &["top:*"], 120, 30);
+    let screen = top
+        .tmux
+        .until("every object on screen", |s| {
+            ["top:plain", "top:doc", "top:slots"]
+                .iter()
+                .all(|name| row(s, name).is_some())
+                && s.contains("top:long-name")
+        })
+        .await;
+    // 120 columns: the owner ids of the holders shown are whole, and every
+    // cut is marked.
+    for guard in [&plain, &long] {
+        assert!(
+            whole_or_marked(&screen, &holder_text(guard.owner())),
+            "owner {} not whole at 120 columns:\n{screen}",
+            guard.owner()
+        );
+        assert!(screen.contains(&format!(":{}", guard.owner())), "{screen}");
+    }
+    let (_, doc) = row(&screen, "top:doc").unwrap();
+    let doc = doc.join(" ");
+    assert!(
+        doc.contains(&holder_text(r1.owner())) || doc.contains(&holder_text(r2.owner())),
+        "{screen}"
+    );
+    assert!(
+        !screen.contains(&long_name) && whole_or_marked(&screen, &long_name),
+        "the long name is cut, and says so:\n{screen}"
+    );
+    for text in &everything {
+        assert!(
+            !silently_cut(&screen, &text.chars().collect::<Vec<_>>()),
+            "`{text}` cut without a mark at 120 columns:\n{screen}"
+        );
+    }
+    // Narrower: more is cut, and every cut still says so.
+    assert!(top
+        .tmux
+        .command(&["resize-window", "-t", "top", "-x", "80", "-y", "30"])
+        .status
+        .success());
+    let screen = top
+        .tmux
+        .until("redrawn at 80 columns", |s| {
+            // The events panel's border closes at the new width.
+            s.lines()
+                .any(|l| l.starts_with('┌') && l.ends_with('┐') && l.chars().count() == 80)
+        })
+        .await;
+    assert!(whole_or_marked(&screen, &long_name), "{screen}");
+    for text in &everything {
+        assert!(
+            !silently_cut(&screen, &text.chars().collect::<Vec<_>>()),
+            "`{text}` cut without a mark at 80 columns:\n{screen}"
+        );
+    }
+    assert_eq!(top.quit().await, "0");
+    for guard in [plain, r1, r2, long] {
+        guard.unlock().await.unwrap();
+    }
+    holder.shutdown().await;
 }

@@ -1,7 +1,8 @@
-//! Running the `redisson-lock` binary from the CLI tests.
+//! Running the `redisson-lock` binary from the CLI tests, and `top` in tmux.
 #![allow(dead_code)]
 
 use std::process::Stdio;
+use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -97,4 +98,141 @@ pub async fn finish(child: &mut Child) -> i32 {
         .unwrap()
         .code()
         .unwrap_or(-1)
+}
+
+/// A tmux server of this test's own, killed on drop.
+pub struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    pub fn command(&self, args: &[&str]) -> std::process::Output {
+        std::process::Command::new("tmux")
+            .args(["-L", &self.socket])
+            .args(args)
+            .output()
+            .expect("tmux is needed for the `top` test (Debian package tmux; .ci/run installs it)")
+    }
+
+    /// Starts `command` in a detached 160x40 session.
+    pub fn start(command: &str) -> Tmux {
+        Self::start_sized(command, 160, 40)
+    }
+
+    /// Starts `command` in a detached session of `width` x `height` cells.
+    pub fn start_sized(command: &str, width: u16, height: u16) -> Tmux {
+        let (width, height) = (width.to_string(), height.to_string());
+        let tmux = Tmux {
+            socket: format!(
+                "redisson-top-{}-{:x}",
+                std::process::id(),
+                rand::random::<u32>()
+            ),
+        };
+        let out = tmux.command(&[
+            "new-session",
+            "-d",
+            "-s",
+            "top",
+            "-x",
+            &width,
+            "-y",
+            &height,
+            command,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        tmux
+    }
+
+    pub fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.command(&["capture-pane", "-p", "-t", "top"]).stdout)
+            .into_owned()
+    }
+
+    pub fn keys(&self, keys: &str) {
+        assert!(self
+            .command(&["send-keys", "-t", "top", keys])
+            .status
+            .success());
+    }
+
+    /// Waits until the screen shows what `check` looks for; returns it.
+    pub async fn until(&self, what: &str, check: impl Fn(&str) -> bool) -> String {
+        within(what, async {
+            loop {
+                let screen = self.screen();
+                if check(&screen) {
+                    return screen;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.command(&["kill-server"]);
+    }
+}
+
+/// The screen line of the object `name`, split into its cells.
+pub fn row<'a>(screen: &'a str, name: &str) -> Option<(usize, Vec<&'a str>)> {
+    screen
+        .lines()
+        .enumerate()
+        .find(|(_, l)| l.split_whitespace().next() == Some(name))
+        .map(|(i, l)| (i, l.split_whitespace().collect()))
+}
+
+/// `redisson-lock top` running in a tmux session of its own.
+pub struct Top {
+    pub tmux: Tmux,
+    exit_file: std::path::PathBuf,
+    _dir: crate::common::topology::Scratch,
+}
+
+impl Top {
+    /// Starts `top ARGS` against `url` in a `width` x `height` terminal.
+    pub fn start(url: &str, args: &[&str], width: u16, height: u16) -> Top {
+        let dir = crate::common::topology::Scratch::new("top");
+        let exit_file = dir.0.join("exit");
+        let args: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
+        let tmux = Tmux::start_sized(
+            &format!(
+                "env REDIS_URL='{url}' {} top {}; echo $? > {}",
+                env!("CARGO_BIN_EXE_redisson-lock"),
+                args.join(" "),
+                exit_file.display()
+            ),
+            width,
+            height,
+        );
+        Top {
+            tmux,
+            exit_file,
+            _dir: dir,
+        }
+    }
+
+    /// Presses `q` and returns top's exit code, once it has exited.
+    pub async fn quit(self) -> String {
+        self.tmux.keys("q");
+        // The shell writes the file as the command ends; read it once complete.
+        within("top exits", async {
+            loop {
+                let text = std::fs::read_to_string(&self.exit_file).unwrap_or_default();
+                if text.ends_with('\n') {
+                    return text.trim().to_string();
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+    }
 }

@@ -10,11 +10,18 @@ use crate::config::Config;
 use crate::engine::watchdog::WatchdogStats;
 use crate::engine::Engine;
 use crate::error::Result;
+use crate::lock::fair::RFairLock;
+use crate::lock::fenced::RFencedLock;
+use crate::lock::group::RGroupLock;
+use crate::lock::multi::RMultiLock;
+use crate::lock::non_reentrant::{RNonReentrantFairLock, RNonReentrantLock};
+use crate::lock::read_write::RReadWriteLock;
+use crate::lock::rlock::RLock;
+use crate::lock::spin::RSpinLock;
 use crate::naming;
-use crate::{
-    RCountDownLatch, RFairLock, RFencedLock, RGroupLock, RLock, RMultiLock, RNonReentrantFairLock,
-    RNonReentrantLock, RPermitExpirableSemaphore, RReadWriteLock, RSemaphore, RSpinLock,
-};
+use crate::sync::count_down_latch::RCountDownLatch;
+use crate::sync::permit_expirable::RPermitExpirableSemaphore;
+use crate::sync::semaphore::RSemaphore;
 
 /// A connection to Redis that hands out locks, like Redisson's `RedissonClient`.
 ///

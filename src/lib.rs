@@ -111,7 +111,7 @@ pub use config::RedissonFile;
 pub use config::MAX_LEASE;
 pub use config::{BackOff, Config, Delays, ReplicaQuorum, ShardedSubscriptionMode};
 pub use engine::lease::LostSignal;
-pub use engine::replica_sync::SafetyLevel;
+pub use engine::safety::SafetyLevel;
 pub use engine::watchdog::WatchdogStats;
 pub use error::{Error, Result};
 pub use lock::acquire::{Acquirable, Acquire, Bounded, UntilAcquired};

@@ -40,7 +40,7 @@ pub struct UntilAcquired;
 
 /// The wait of an [`Acquire`] that may give up: one try, or up to a time.
 #[derive(Debug, Clone, Copy)]
-pub struct Bounded(Option<Duration>);
+pub struct Bounded(pub(crate) Option<Duration>);
 
 /// Builds one acquisition: how long to wait (as long as it takes by
 /// default; [`Acquire::wait`] or [`Acquire::no_wait`]) and for how long to
@@ -71,9 +71,9 @@ pub struct Bounded(Option<Duration>);
 /// As the object's `lock()`: dropping the future leaves nothing held.
 #[must_use = "an acquisition does nothing until awaited"]
 pub struct Acquire<'a, L, W = UntilAcquired> {
-    target: &'a L,
-    lease: Option<Duration>,
-    wait: W,
+    pub(crate) target: &'a L,
+    pub(crate) lease: Option<Duration>,
+    pub(crate) wait: W,
 }
 
 impl<'a, L: Acquirable> Acquire<'a, L> {
@@ -145,76 +145,5 @@ impl<'a, L: Acquirable> IntoFuture for Acquire<'a, L, Bounded> {
             lease: self.lease,
             patience,
         })
-    }
-}
-
-impl<'a, K: crate::lock::handle::Kind> Acquire<'a, crate::Lock<K>, UntilAcquired> {
-    /// Runs `work` under the lock acquired this way: see [`crate::Lock::run`].
-    ///
-    /// # Errors
-    ///
-    /// As [`crate::Lock::run`].
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`crate::Lock::run`].
-    ///
-    /// ```no_run
-    /// # use std::time::Duration;
-    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
-    /// // Held for at most 30 s, never renewed: the settlement must finish in time.
-    /// let settled = lock
-    ///     .acquire()
-    ///     .lease(Duration::from_secs(30))
-    ///     .run(|_lost| async { 12 /* invoices settled */ })
-    ///     .await?;
-    /// println!("settled {settled} invoices");
-    /// # Ok(()) }
-    /// ```
-    pub async fn run<F, Fut, T>(self, work: F) -> Result<T>
-    where
-        F: FnOnce(crate::LostSignal) -> Fut,
-        Fut: Future<Output = T>,
-    {
-        self.target
-            .run_with(self.lease, Patience::Forever, work)
-            .await
-            .map(|v| v.expect("waiting forever only ends once acquired"))
-    }
-}
-
-impl<'a, K: crate::lock::handle::Kind> Acquire<'a, crate::Lock<K>, Bounded> {
-    /// Runs `work` under the lock if it is acquired within the wait: see
-    /// [`crate::Lock::run`]. `None` when it was not acquired (`work` did not
-    /// run).
-    ///
-    /// # Errors
-    ///
-    /// As [`crate::Lock::run`].
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`crate::Lock::run`].
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
-    /// let rebuilt = lock.acquire().no_wait().run(|_lost| rebuild_report()).await?;
-    /// match rebuilt {
-    ///     Some(rows) => println!("daily report rebuilt: {rows} rows"),
-    ///     None => println!("another node is rebuilding it"), // `work` did not run
-    /// }
-    /// # Ok(()) }
-    /// # async fn rebuild_report() -> u64 { 0 }
-    /// ```
-    pub async fn run<F, Fut, T>(self, work: F) -> Result<Option<T>>
-    where
-        F: FnOnce(crate::LostSignal) -> Fut,
-        Fut: Future<Output = T>,
-    {
-        let patience = match self.wait.0 {
-            Some(wait) => Patience::For(wait),
-            None => Patience::Once,
-        };
-        self.target.run_with(self.lease, patience, work).await
     }
 }

@@ -21,17 +21,18 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use fred::interfaces::HashesInterface;
 use fred::types::Value;
 
-use crate::engine::hold::Hold;
 use crate::engine::hub::{Wake, UNLOCK_MESSAGE};
-use crate::engine::kind::{Call, Latch, LockKind, Patience, Renewal, ScriptCall};
+use crate::engine::kind::{Call, LockKind, Patience, Renewal};
+use crate::engine::lease::LostSignal;
 use crate::engine::raw::RawLock;
-use crate::engine::script::{self, Script};
+use crate::engine::script::{self, Latch, Script, ScriptCall};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::lock::acquire::sealed::{Sealed, Terms};
 use crate::lock::acquire::{Acquirable, Acquire, BoxFuture};
 use crate::lock::{LockGuard, Unlocked};
-use crate::{naming, LostSignal, OwnerId};
+use crate::naming;
+use crate::owner::OwnerId;
 
 /// Redisson's group multi lock (`getMultiLock(group, values)`): every value
 /// of `values` in the group `group`, held together or not at all, by one
@@ -643,44 +644,26 @@ impl LockKind for GroupKind {
         }
     }
 
-    fn renewal(&self) -> &'static dyn Renewal {
-        &GroupRenewal
+    fn renewal(&self) -> &'static Renewal {
+        &GROUP_RENEWAL
     }
 }
 
 /// Redisson's FastMultilockTask, batched: for each hold, every value still
 /// its owner's ends no sooner than now + lease.
-struct GroupRenewal;
-
-impl Renewal for GroupRenewal {
-    fn name(&self) -> &'static str {
-        "group"
-    }
-
-    fn batch(
-        &self,
-        engine: &Engine,
-        holds: &[Arc<Hold>],
-        lease_ms: i64,
-    ) -> (ScriptCall, Vec<Vec<usize>>) {
-        let mut args: Vec<Value> = vec![lease_ms.into(), now_ms().into()];
-        for hold in holds {
-            let values: Vec<&str> = fields(&hold.name).collect();
-            args.push(hold.field(&engine.id).into());
-            args.push((values.len() as i64).into());
-            args.extend(values.into_iter().map(Value::from));
-        }
-        let call = ScriptCall {
-            script: &RENEW,
-            keys: holds
-                .iter()
-                .map(|h| GROUP.key(&h.name).to_string())
-                .collect(),
-            args,
-        };
-        (call, (0..holds.len()).map(|i| vec![i]).collect())
-    }
-}
+static GROUP_RENEWAL: Renewal = Renewal {
+    name: "group",
+    script: || &RENEW,
+    with_now: true,
+    per_lock: false,
+    keys: |lock| vec![GROUP.key(lock).to_string()],
+    hold_args: |lock, field| {
+        let values: Vec<&str> = fields(lock).collect();
+        let mut args: Vec<Value> = vec![field.into(), (values.len() as i64).into()];
+        args.extend(values.into_iter().map(Value::from));
+        args
+    },
+};
 
 #[cfg(test)]
 mod tests {

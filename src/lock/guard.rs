@@ -4,10 +4,12 @@
 
 use std::future::Future;
 
+use crate::engine::lease::LostSignal;
 use crate::engine::raw::Held;
+use crate::engine::safety::SafetyLevel;
 use crate::error::Result;
 use crate::lock::Unlocked;
-use crate::{LostSignal, OwnerId, SafetyLevel};
+use crate::owner::OwnerId;
 
 /// One hold on a lock. Release it with [`LockGuard::unlock`], which reports
 /// errors; dropping the guard instead releases it in the background (with no

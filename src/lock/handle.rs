@@ -4,6 +4,7 @@
 //! [`crate::WriteLock`] are `Lock`s of their kind; each kind's file adds what
 //! only it has.
 
+use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,9 +14,9 @@ use crate::engine::raw::RawLock;
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::lock::acquire::sealed::Terms;
-use crate::lock::acquire::{Acquirable, Acquire, BoxFuture};
+use crate::lock::acquire::{Acquirable, Acquire, Bounded, BoxFuture, UntilAcquired};
 use crate::lock::{Holder, Ttl, Unlocked};
-use crate::OwnerId;
+use crate::owner::OwnerId;
 
 /// The kinds of lock a [`Lock`] can be: [`crate::kind::Reentrant`]
 /// ([`crate::RLock`]), [`crate::kind::Fair`] ([`crate::RFairLock`]),
@@ -168,7 +169,7 @@ impl<K: Kind> Lock<K> {
     /// ```
     pub async fn run<F, Fut, T>(&self, work: F) -> Result<T>
     where
-        F: FnOnce(crate::LostSignal) -> Fut,
+        F: FnOnce(crate::engine::lease::LostSignal) -> Fut,
         Fut: std::future::Future<Output = T>,
     {
         self.run_with(None, Patience::Forever, work)
@@ -184,7 +185,7 @@ impl<K: Kind> Lock<K> {
         work: F,
     ) -> Result<Option<T>>
     where
-        F: FnOnce(crate::LostSignal) -> Fut,
+        F: FnOnce(crate::engine::lease::LostSignal) -> Fut,
         Fut: std::future::Future<Output = T>,
     {
         run_raw(&self.raw, lease, patience, work).await
@@ -580,6 +581,77 @@ impl<K: Kind> Lock<K> {
     }
 }
 
+impl<'a, K: Kind> Acquire<'a, Lock<K>, UntilAcquired> {
+    /// Runs `work` under the lock acquired this way: see [`crate::Lock::run`].
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Lock::run`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`crate::Lock::run`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// // Held for at most 30 s, never renewed: the settlement must finish in time.
+    /// let settled = lock
+    ///     .acquire()
+    ///     .lease(Duration::from_secs(30))
+    ///     .run(|_lost| async { 12 /* invoices settled */ })
+    ///     .await?;
+    /// println!("settled {settled} invoices");
+    /// # Ok(()) }
+    /// ```
+    pub async fn run<F, Fut, T>(self, work: F) -> Result<T>
+    where
+        F: FnOnce(crate::engine::lease::LostSignal) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.target
+            .run_with(self.lease, Patience::Forever, work)
+            .await
+            .map(|v| v.expect("waiting forever only ends once acquired"))
+    }
+}
+
+impl<'a, K: Kind> Acquire<'a, Lock<K>, Bounded> {
+    /// Runs `work` under the lock if it is acquired within the wait: see
+    /// [`crate::Lock::run`]. `None` when it was not acquired (`work` did not
+    /// run).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Lock::run`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`crate::Lock::run`].
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// let rebuilt = lock.acquire().no_wait().run(|_lost| rebuild_report()).await?;
+    /// match rebuilt {
+    ///     Some(rows) => println!("daily report rebuilt: {rows} rows"),
+    ///     None => println!("another node is rebuilding it"), // `work` did not run
+    /// }
+    /// # Ok(()) }
+    /// # async fn rebuild_report() -> u64 { 0 }
+    /// ```
+    pub async fn run<F, Fut, T>(self, work: F) -> Result<Option<T>>
+    where
+        F: FnOnce(crate::engine::lease::LostSignal) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let patience = match self.wait.0 {
+            Some(wait) => Patience::For(wait),
+            None => Patience::Once,
+        };
+        self.target.run_with(self.lease, patience, work).await
+    }
+}
+
 impl<K: Kind> crate::lock::acquire::sealed::Sealed for Lock<K> {}
 
 impl<K: Kind> Acquirable for Lock<K> {
@@ -609,7 +681,7 @@ pub(crate) async fn run_raw<F, Fut, T>(
     work: F,
 ) -> Result<Option<T>>
 where
-    F: FnOnce(crate::LostSignal) -> Fut,
+    F: FnOnce(crate::engine::lease::LostSignal) -> Fut,
     Fut: std::future::Future<Output = T>,
 {
     if let Some(lease) = lease {
@@ -618,7 +690,7 @@ where
     let Some((held, _token)) = raw.acquire(lease, patience).await? else {
         return Ok(None);
     };
-    let guard = crate::LockGuard::new(held);
+    let guard = crate::lock::guard::LockGuard::new(held);
     let lost = guard.lost_signal();
     let outcome = {
         let work = guard.scope(work(lost.clone()));
@@ -631,9 +703,11 @@ where
     let released = guard.unlock().await;
     match (outcome, released) {
         (Some(value), Ok(_)) => Ok(Some(value)),
-        (None, _) | (_, Err(crate::Error::LockLost { .. })) => Err(crate::Error::LockLost {
-            name: raw.name.to_string(),
-        }),
+        (None, _) | (_, Err(crate::error::Error::LockLost { .. })) => {
+            Err(crate::error::Error::LockLost {
+                name: raw.name.to_string(),
+            })
+        }
         (Some(_), Err(e)) => Err(e),
     }
 }

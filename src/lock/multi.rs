@@ -25,11 +25,12 @@ use futures::future::join_all;
 use tokio::time::Instant;
 
 use crate::engine::kind::Patience;
+use crate::engine::lease::LostSignal;
 use crate::error::{Error, Result};
 use crate::lock::acquire::sealed::{Sealed, Terms};
 use crate::lock::acquire::{Acquirable, Acquire, BoxFuture};
+use crate::lock::rlock::RLock;
 use crate::lock::{LockGuard, Unlocked};
-use crate::{LostSignal, RLock};
 
 /// Locks several [`RLock`]s as one, with Redisson's semantics: a multi lock
 /// ([`RMultiLock::new`], Redisson's `getMultiLock`) needs every member, a

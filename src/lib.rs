@@ -90,6 +90,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod client;
+mod command;
 mod config;
 mod engine;
 mod error;
@@ -106,6 +107,7 @@ mod topology;
 struct ReadmeDoctests;
 
 pub use client::RedissonClient;
+pub use command::Reply;
 #[cfg(feature = "redisson-config")]
 pub use config::RedissonFile;
 pub use config::MAX_LEASE;
@@ -113,11 +115,11 @@ pub use config::{BackOff, Config, Delays, ReplicaQuorum, ShardedSubscriptionMode
 pub use engine::lease::LostSignal;
 pub use engine::safety::SafetyLevel;
 pub use engine::watchdog::WatchdogStats;
-pub use error::{Error, Result};
+pub use error::{Cause, Error, Result};
 pub use lock::acquire::{Acquirable, Acquire, Bounded, UntilAcquired};
 pub use lock::fair::RFairLock;
 pub use lock::fenced::{FencedGuard, RFencedLock};
-pub use lock::group::RGroupLock;
+pub use lock::group::{GroupValue, RGroupLock};
 pub use lock::handle::Lock;
 pub use lock::multi::{MultiGuard, RMultiLock};
 pub use lock::non_reentrant::{RNonReentrantFairLock, RNonReentrantLock};

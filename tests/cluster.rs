@@ -125,7 +125,8 @@ async fn waiters_follow_their_shard_subscription_through_failover_and_resharding
         let guard = holder
             .lock(name)
             .unwrap()
-            .lock_with_lease(Duration::from_secs(120))
+            .acquire()
+            .lease(Duration::from_secs(120))
             .await
             .unwrap();
         let lock = waiter.lock(name).unwrap();

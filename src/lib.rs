@@ -89,6 +89,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod audit;
 mod client;
 mod config;
 mod engine;

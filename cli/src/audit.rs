@@ -134,3 +134,16 @@ pub fn fit(line: &str, width: Option<usize>) -> String {
         _ => line.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::fit;
+
+    #[test]
+    fn lines_are_cut_to_the_terminal_with_a_mark() {
+        assert_eq!(fit("ok eviction-policy", Some(10)), "ok evicti…");
+        assert_eq!(fit("ok eviction-policy", Some(18)), "ok eviction-policy");
+        assert_eq!(fit("ok eviction-policy", None), "ok eviction-policy");
+        assert_eq!(fit("FAIL über", Some(7)), "FAIL ü…");
+    }
+}

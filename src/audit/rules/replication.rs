@@ -240,7 +240,10 @@ fn lag(ctx: &Ctx<'_>, node: &crate::audit::gather::NodeSeen) -> Finding {
                 format!(", not online: {}", offline.join(", "))
             }
         ));
-    if !offline.is_empty() || Duration::from_secs(worst_lag) > sync {
+    // A replica acknowledges every second: `lag` 0 or 1 is normal, more
+    // means acknowledgements stopped (or come later than a WAIT waits).
+    let stalled = Duration::from_secs(worst_lag) > sync.max(Duration::from_secs(2));
+    if !offline.is_empty() || stalled {
         Finding {
             severity: Severity::Warn,
             ..base

@@ -33,13 +33,9 @@ impl Ctx<'_> {
         self.config.lock_watchdog_timeout / 3
     }
 
-    /// `lockWatchdogTimeout 30 s: renewed every 10 s`, for evidence lines.
+    /// `lockWatchdogTimeout 30 s / 3`: where the renewal interval comes from.
     pub(crate) fn watchdog_words(&self) -> String {
-        format!(
-            "the watchdog renews every {} (lockWatchdogTimeout {} / 3)",
-            secs(self.renewal()),
-            secs(self.lease())
-        )
+        format!("lockWatchdogTimeout {} / 3", secs(self.lease()))
     }
 }
 

@@ -373,6 +373,31 @@ async fn an_acl_user_without_publish_fails_permissions() {
     }
     // On a single server the crate sends no WAIT: not having it is fine.
     assert_eq!(only(&report, "wait-command").severity, Severity::Ok);
+
+    // The whole documented rule: only the batch script's SCRIPT LOAD is
+    // missing, which slows batches and breaks nothing.
+    let mut rule = rule.to_vec();
+    rule.push("+publish");
+    let flags = user_flags("locker", &rule);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let server = RedisServer::start_with(&flags).await;
+    config.address = server.url();
+    let report = within("audit", redisson_lock::audit::audit(&config))
+        .await
+        .unwrap();
+    let f = only(&report, "permissions");
+    assert_eq!(f.severity, Severity::Warn, "{report:#?}");
+    assert!(
+        f.evidence
+            .contains(": refused SCRIPT LOAD (refused: NOPERM")
+            && !f.evidence.contains("PUBLISH"),
+        "{}",
+        f.evidence
+    );
+    assert_eq!(
+        f.fix,
+        "ACL SETUSER locker +script|load (docs/acl.md has the whole rule)"
+    );
 }
 
 /// A server started with `lines` in a config file of its own.

@@ -38,6 +38,7 @@ async fn a_cluster_primary_without_a_replica_fails() {
         ("replica-quorum", 1),
         ("min-replicas", 3),
         ("wait-command", 3),
+        ("replica-priority", 3),
         ("replication-lag", 3),
         ("cluster-replica-validity", 3),
         ("cluster-full-coverage", 1),
@@ -50,8 +51,31 @@ async fn a_cluster_primary_without_a_replica_fails() {
 
     let primary = cluster.primaries().await[0];
     let replica = cluster.replica_of(primary).await;
-    cluster.node_mut(replica).kill().await;
     let target = format!("127.0.0.1:{primary}");
+
+    // Its only replica may never fail over: nothing takes over the primary.
+    let no_failover = |value: &'static str| {
+        on_node(
+            replica,
+            "CONFIG",
+            vec!["SET", "cluster-replica-no-failover", value],
+        )
+    };
+    no_failover("yes").await;
+    let report = within("audit", client.audit()).await.unwrap();
+    assert_eq!(
+        flagged(&report),
+        [("replica-priority", Severity::Fail)],
+        "{report:#?}"
+    );
+    let f = report
+        .rule("replica-priority")
+        .find(|f| f.severity == Severity::Fail)
+        .unwrap();
+    assert_eq!(f.target, target);
+    no_failover("no").await;
+
+    cluster.node_mut(replica).kill().await;
     let replica_failed = |report: &AuditReport| {
         report
             .rule("replicas")

@@ -140,7 +140,10 @@ fn settings_for(kind: DeploymentKind, role: Role) -> &'static [&'static str] {
             "min-replicas-max-lag",
             "cluster-require-full-coverage",
         ],
-        (DeploymentKind::Cluster, Role::Replica) => &["cluster-replica-validity-factor"],
+        (DeploymentKind::Cluster, Role::Replica) => &[
+            "cluster-replica-validity-factor",
+            "cluster-replica-no-failover",
+        ],
         (DeploymentKind::Sentinel, Role::Replica) => &[],
     }
 }

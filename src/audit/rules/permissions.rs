@@ -28,6 +28,8 @@ struct Need {
     /// Sent on a connection of its own (it changes the connection's mode).
     subscribes: bool,
     without: &'static str,
+    /// How bad its refusal is: most break lock operations; a few only slow them.
+    refused: Severity,
 }
 
 fn needs(kind: DeploymentKind, sharded: bool) -> Vec<Need> {
@@ -36,6 +38,7 @@ fn needs(kind: DeploymentKind, sharded: bool) -> Vec<Need> {
         args: args.to_vec(),
         subscribes,
         without,
+        refused: Severity::Fail,
     };
     let mut out = vec![
         need(
@@ -56,6 +59,15 @@ fn needs(kind: DeploymentKind, sharded: bool) -> Vec<Need> {
             false,
             "confirming a waiter's subscription",
         ),
+        Need {
+            refused: Severity::Warn,
+            ..need(
+                "SCRIPT LOAD",
+                &["SCRIPT", "LOAD", "return 0"],
+                false,
+                "batching scripts under load (they go one by one: slower, never wrong)",
+            )
+        },
     ];
     if sharded {
         out.push(need(
@@ -220,6 +232,8 @@ async fn one(
         .fact("checked", needs.len() as u64)
         .fact("refused", refused.len() as u64)
         .fact("user", user);
+    // The worst refusal first: its consequence is the finding's why.
+    refused.sort_by_key(|(need, _)| std::cmp::Reverse(need.refused));
     if let Some((first, _)) = refused.first() {
         let names: Vec<&str> = refused.iter().map(|(n, _)| n.name).collect();
         let plus: Vec<String> = names
@@ -231,7 +245,7 @@ async fn one(
             .map(|(n, why)| format!("{} ({why})", n.name))
             .collect();
         return Finding {
-            severity: Severity::Fail,
+            severity: first.refused,
             ..base
         }
         .evidence(format!(

@@ -64,8 +64,10 @@ pub(crate) fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
         };
         out.push(min_replicas(node, shard.healthy_replicas() as u64));
     }
-    if ctx.seen.kind == DeploymentKind::Sentinel {
-        priorities(ctx, out);
+    match ctx.seen.kind {
+        DeploymentKind::Sentinel => priorities(ctx, out),
+        DeploymentKind::Cluster => no_failover(ctx, out),
+        _ => {}
     }
     for node in ctx.seen.nodes.iter().filter(|n| n.role == Role::Primary) {
         out.push(lag(ctx, node));
@@ -199,6 +201,66 @@ fn priorities(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
             base.why("every replica can be promoted")
         };
         out.push(finding);
+    }
+}
+
+/// A cluster replica with `cluster-replica-no-failover yes` is never
+/// promoted, as a Sentinel replica of priority 0.
+fn no_failover(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
+    for shard in &ctx.seen.shards {
+        let mut never = vec![];
+        let mut listed = vec![];
+        let mut unknown = None;
+        for r in shard.replicas.iter().filter(|r| !r.down) {
+            match ctx
+                .seen
+                .node(&r.addr)
+                .map(|n| n.setting("cluster-replica-no-failover"))
+            {
+                Some(Ok(v)) => {
+                    listed.push(format!("{} {v}", r.addr));
+                    if v == "yes" {
+                        never.push(r.addr.as_str());
+                    }
+                }
+                Some(Err(t)) => unknown = Some(format!("{}: CONFIG GET {t}", r.addr)),
+                None => unknown = Some(format!("{}: not read", r.addr)),
+            }
+        }
+        if listed.is_empty() && unknown.is_none() {
+            // No replica: `replicas` says so.
+            continue;
+        }
+        if let Some(why) = unknown {
+            out.push(Finding::unknown("replica-priority", &shard.primary, why));
+            continue;
+        }
+        let base = Finding::new("replica-priority", Severity::Ok, &shard.primary)
+            .fact("never_promoted", never.len() as u64)
+            .evidence(format!(
+                "cluster-replica-no-failover: {}",
+                listed.join(", ")
+            ));
+        out.push(if never.len() == listed.len() {
+            Finding {
+                severity: Severity::Fail,
+                ..base
+            }
+            .why("no replica of this primary fails over: when it dies its slots stay down, and every lock in them is unavailable")
+            .fix("CONFIG SET cluster-replica-no-failover no on at least one replica")
+        } else if !never.is_empty() {
+            Finding {
+                severity: Severity::Warn,
+                ..base
+            }
+            .why(format!(
+                "{} never fails over, yet its acknowledgement confirms a lock write: the replica promoted instead may lack the lock",
+                never.join(", ")
+            ))
+            .fix("use replicaQuorum all, or cluster-replica-no-failover no on every replica")
+        } else {
+            base.why("every replica can take over its primary")
+        });
     }
 }
 

@@ -73,9 +73,11 @@ impl RedissonClient {
         // Behind `dyn`, for the reason of `engine::boxed_reply`: starting
         // awaits many fred futures.
         let start: futures::future::BoxFuture<'static, _> = Box::pin(Engine::start(config));
-        Ok(RedissonClient {
-            engine: start.await?,
-        })
+        let engine = start.await?;
+        // The cheap part of the audit, in the background: a WARN per finding
+        // that can break exclusion, never a wait or an error here.
+        crate::audit::startup::spawn(&engine);
+        Ok(RedissonClient { engine })
     }
 
     /// Connects to `url` with default settings.

@@ -19,6 +19,9 @@
 //! * Beyond Redisson: every [`LockGuard`] tells its holder when the lock is lost
 //!   ([`LostSignal`]); scripts are sent at most once, and a lost reply is
 //!   resolved by reading the state instead of being re-sent blindly.
+//! * [`RedissonClient::audit`] checks the deployment itself: an eviction
+//!   policy that drops lock keys, a server that restarts empty, a primary
+//!   without a replica, an ACL without `PUBLISH`, ... ([`audit`]).
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -89,6 +92,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod audit;
 mod client;
 mod command;
 mod config;

@@ -15,7 +15,8 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.atomic.AtomicReference;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.LongAdder;
 
 import io.netty.channel.nio.NioEventLoopGroup;
 import org.redisson.Redisson;
@@ -35,7 +36,8 @@ import org.redisson.config.Config;
  *   <li>{@code contend PREFIX LOCKS TASKS MILLIS HOLD_MS}: every client runs TASKS loops, each
  *       taking a random one of the locks PREFIX:0 .. PREFIX:LOCKS-1 (watchdog lease, its own
  *       thread id), holding it HOLD_MS and releasing it, until MILLIS have passed; replies
- *       {@code OK <acquisitions> <errors> <first error or ->} once every loop has stopped.
+ *       {@code OK <acquisitions> <errors>} once every loop has stopped, followed by
+ *       {@code \t<call>: <exception>\t<count>} for each kind of error.
  *   <li>{@code hold PREFIX TASKS}: every client takes TASKS locks of its own (watchdog lease)
  *       and keeps them; {@code OK <held>}.
  *   <li>{@code release}: releases them; {@code OK <released>}.
@@ -157,13 +159,13 @@ public final class DiscoveryLoad {
         final long holdMs;
         final AtomicLong acquired;
         final AtomicLong errors;
-        final AtomicReference<String> firstError;
+        final ConcurrentHashMap<String, LongAdder> kinds;
         final CountDownLatch done;
         final Executor afterHold;
         final Executor afterError;
 
         Loop(RLock[] locks, long tid, long seed, long deadline, long holdMs, AtomicLong acquired,
-                AtomicLong errors, AtomicReference<String> firstError, CountDownLatch done) {
+                AtomicLong errors, ConcurrentHashMap<String, LongAdder> kinds, CountDownLatch done) {
             this.locks = locks;
             this.tid = tid;
             this.random = new SplittableRandom(seed);
@@ -171,7 +173,7 @@ public final class DiscoveryLoad {
             this.holdMs = holdMs;
             this.acquired = acquired;
             this.errors = errors;
-            this.firstError = firstError;
+            this.kinds = kinds;
             this.done = done;
             this.afterHold = CompletableFuture.delayedExecutor(holdMs, TimeUnit.MILLISECONDS);
             this.afterError = CompletableFuture.delayedExecutor(10, TimeUnit.MILLISECONDS);
@@ -185,13 +187,13 @@ public final class DiscoveryLoad {
             RLock lock = locks[random.nextInt(locks.length)];
             lock.lockAsync(tid).whenComplete((ok, e) -> {
                 if (e != null) {
-                    failed(e);
+                    failed("lock", e);
                     return;
                 }
                 acquired.incrementAndGet();
                 afterHold.execute(() -> lock.unlockAsync(tid).whenComplete((ok2, e2) -> {
                     if (e2 != null) {
-                        failed(e2);
+                        failed("unlock", e2);
                     } else {
                         next();
                     }
@@ -199,9 +201,17 @@ public final class DiscoveryLoad {
             });
         }
 
-        void failed(Throwable e) {
+        void failed(String call, Throwable e) {
             errors.incrementAndGet();
-            firstError.compareAndSet(null, e.toString().replaceAll("\\s+", "_"));
+            Throwable root = e;
+            while (root.getCause() != null && root.getCause() != root
+                    && (root instanceof java.util.concurrent.CompletionException
+                        || root instanceof java.util.concurrent.ExecutionException)) {
+                root = root.getCause();
+            }
+            String text = root.toString().replaceAll("\\s+", " ");
+            String kind = call + ": " + text.substring(0, Math.min(120, text.length()));
+            kinds.computeIfAbsent(kind, k -> new LongAdder()).increment();
             afterError.execute(this::next);
         }
     }
@@ -211,7 +221,7 @@ public final class DiscoveryLoad {
         long deadline = System.nanoTime() + millis * 1_000_000L;
         AtomicLong acquired = new AtomicLong();
         AtomicLong errors = new AtomicLong();
-        AtomicReference<String> firstError = new AtomicReference<>();
+        ConcurrentHashMap<String, LongAdder> kinds = new ConcurrentHashMap<>();
         CountDownLatch done = new CountDownLatch(CLIENTS.size() * tasks);
         for (int c = 0; c < CLIENTS.size(); c++) {
             RLock[] locks = new RLock[lockCount];
@@ -219,12 +229,13 @@ public final class DiscoveryLoad {
                 locks[i] = CLIENTS.get(c).getLock(prefix + ":" + i);
             }
             for (int t = 0; t < tasks; t++) {
-                new Loop(locks, t + 1, c * 7919L + t, deadline, holdMs, acquired, errors, firstError, done).next();
+                new Loop(locks, t + 1, c * 7919L + t, deadline, holdMs, acquired, errors, kinds, done).next();
             }
         }
         done.await();
-        String first = firstError.get();
-        return acquired.get() + " " + errors.get() + " " + (first == null ? "-" : first);
+        StringBuilder reply = new StringBuilder(acquired.get() + " " + errors.get());
+        kinds.forEach((kind, n) -> reply.append('\t').append(kind).append('\t').append(n.sum()));
+        return reply.toString();
     }
 
     private static int hold(String prefix, int tasks) throws Exception {

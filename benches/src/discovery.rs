@@ -62,7 +62,11 @@ pub struct Window {
     pub seconds: f64,
     pub acquisitions: u64,
     pub errors: u64,
-    pub first_error: Option<String>,
+    /// Errors by call (`lock`, `unlock`) and message, first 120 characters.
+    pub error_kinds: BTreeMap<String, u64>,
+    /// The 1-minute load average when the window ended (2 cores: other
+    /// work on the machine shows here).
+    pub load_average: f64,
     /// Calls per command over the window, summed over the nodes of each
     /// role (`primary`, `replica`, `sentinel`), the probe's own `INFO` out.
     pub raw: BTreeMap<String, BTreeMap<String, u64>>,
@@ -114,7 +118,31 @@ fn role_name(role: Role) -> String {
 struct Load {
     acquisitions: u64,
     errors: u64,
-    first_error: Option<String>,
+    kinds: BTreeMap<String, u64>,
+}
+
+impl Load {
+    fn failed(&mut self, call: &str, message: &str) {
+        self.errors += 1;
+        let message: String = message.chars().take(120).collect();
+        *self.kinds.entry(format!("{call}: {message}")).or_default() += 1;
+    }
+
+    fn add(&mut self, other: Load) {
+        self.acquisitions += other.acquisitions;
+        self.errors += other.errors;
+        for (kind, n) in other.kinds {
+            *self.kinds.entry(kind).or_default() += n;
+        }
+    }
+}
+
+/// The 1-minute load average.
+fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0)
 }
 
 fn window(
@@ -176,7 +204,8 @@ fn window(
         seconds,
         acquisitions: load.acquisitions,
         errors: load.errors,
-        first_error: load.first_error,
+        error_kinds: load.kinds,
+        load_average: load_average(),
         discovery_per_client_per_sec: per_client_second(Kind::Discovery),
         wait_per_client_per_sec: per_client_second(Kind::Wait),
         scripts_per_client_per_sec: per_client_second(Kind::Script),
@@ -219,8 +248,8 @@ impl std::fmt::Display for Window {
                 self.sentinel_commands_around_proxies
             )?;
         }
-        if let Some(e) = &self.first_error {
-            write!(f, "\n    first error: {e}")?;
+        for (kind, n) in &self.error_kinds {
+            write!(f, "\n    {n} x {kind}")?;
         }
         Ok(())
     }
@@ -450,10 +479,6 @@ async fn rust_contend(
             set.spawn(async move {
                 let mut random = XorShift(0x9E37_79B9_7F4A_7C15 ^ ((c as u64) << 20 | t as u64));
                 let mut load = Load::default();
-                let failed = |load: &mut Load, e: redisson_lock::Error| {
-                    load.errors += 1;
-                    load.first_error.get_or_insert_with(|| e.to_string());
-                };
                 while Instant::now() < deadline {
                     let name = &names[(random.next() % names.len() as u64) as usize];
                     let lock = client.lock(name).unwrap();
@@ -462,11 +487,11 @@ async fn rust_contend(
                             load.acquisitions += 1;
                             tokio::time::sleep(hold).await;
                             if let Err(e) = guard.unlock().await {
-                                failed(&mut load, e);
+                                load.failed("unlock", &e.to_string());
                             }
                         }
                         Err(e) => {
-                            failed(&mut load, e);
+                            load.failed("lock", &e.to_string());
                             tokio::time::sleep(Duration::from_millis(10)).await;
                         }
                     }
@@ -477,12 +502,7 @@ async fn rust_contend(
     }
     let mut total = Load::default();
     while let Some(done) = set.join_next().await {
-        let load = done.expect("a contending task panicked");
-        total.acquisitions += load.acquisitions;
-        total.errors += load.errors;
-        if total.first_error.is_none() {
-            total.first_error = load.first_error;
-        }
+        total.add(done.expect("a contending task panicked"));
     }
     total
 }
@@ -580,12 +600,19 @@ impl JvmLoad {
                 Duration::from_secs(seconds + 120),
             )
             .await;
-        let f: Vec<&str> = reply.split_whitespace().collect();
-        Load {
-            acquisitions: f[1].parse().unwrap(),
-            errors: f[2].parse().unwrap(),
-            first_error: (f[3] != "-").then(|| f[3].to_string()),
+        // `OK <acquisitions> <errors>`, then `<call: message>\t<count>` per kind, tab-separated.
+        let mut fields = reply.split('\t');
+        let head: Vec<&str> = fields.next().unwrap_or_default().split(' ').collect();
+        let mut load = Load {
+            acquisitions: head[1].parse().unwrap(),
+            ..Load::default()
+        };
+        let errors: u64 = head[2].parse().unwrap();
+        while let (Some(kind), Some(n)) = (fields.next(), fields.next()) {
+            *load.kinds.entry(kind.to_string()).or_default() += n.parse::<u64>().unwrap();
         }
+        load.errors = errors;
+        load
     }
 }
 

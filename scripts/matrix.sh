@@ -44,11 +44,13 @@ cli=(cli ops audit_cli)
 # A cluster (3 primaries with a replica each): sharded pub/sub where the
 # server has it, classic on Redis 6; JVM and Rust wake each other either way.
 cluster=(cluster interop_cluster audit_cluster)
-# Redis 6 lacks what four cluster tests use to look at the server, not the
+# Redis 6 lacks what five cluster tests use to look at the server, not the
 # client: INFO errorstats (6.2), CLUSTER ADDSLOTSRANGE (7.0), sharded
-# channels that follow their slot (7.0), sharded subscribers of semaphores.
+# channels that follow their slot (7.0), sharded subscribers of semaphores
+# and of an idle waiter.
 cluster_redis6_skip=(--skip an_acquire_refused_with_moved --skip a_cluster_behind_one_address
-                     --skip waiters_follow_their_shard_subscription --skip semaphores_and_latches_wake)
+                     --skip waiters_follow_their_shard_subscription --skip semaphores_and_latches_wake
+                     --skip a_subscribed_waiter_reads_no_slot_map)
 # Sentinel: 1 primary, 2 replicas, 3 sentinels of the same server.
 sentinel=(sentinel audit_sentinel)
 # Servers run side by side, this many at a time (the tests mostly wait on

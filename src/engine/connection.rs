@@ -131,7 +131,7 @@ impl Engine {
             return Err(e);
         }
         let lifecycle = Lifecycle::new();
-        let hub = Hub::start(subscriber, sharded, &config, &lifecycle);
+        let hub = Hub::start(subscriber, sharded, &topology, &config, &lifecycle);
         let latches = LatchSweeper::start(redis.clone(), slot_grouped);
         let writers = writers
             .into_iter()

@@ -281,6 +281,15 @@ impl Topology {
                         promotable: r.promotable,
                         others: r.others,
                     },
+                    // The view has another owner for the slot: the
+                    // connection's map is behind.
+                    None if watch.serves(slot, &address) == Some(false) => {
+                        watch.map_behind(writer);
+                        Requirement::Moving(format!(
+                            "the connection's slot map sends slot {slot} to {address}, \
+                             which the cluster's view says no longer serves it"
+                        ))
+                    }
                     None => {
                         watch.refresh(node);
                         Requirement::Unsettled(format!(
@@ -289,6 +298,16 @@ impl Topology {
                     }
                 }
             }
+        }
+    }
+
+    /// On a cluster: whether the node at `address` (`host:port`) serves
+    /// `slot` in the view; `None` off a cluster or when the view does not
+    /// know the slot's owner.
+    pub(crate) fn serves(&self, slot: u16, address: &str) -> Option<bool> {
+        match &self.deployment {
+            Deployment::Cluster(watch) => watch.read().as_ref()?.serves(slot, address),
+            _ => None,
         }
     }
 

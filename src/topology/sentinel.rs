@@ -382,17 +382,16 @@ impl Sentinels {
             .with_performance_config(|p| p.default_command_timeout = self.timeout)
             .build()
             .map_err(|e| Error::Config(e.details().to_string()))?;
-        let named = async {
-            client.init().await?;
-            client.client_setname(&self.connection_name).await
-        };
-        match named.await {
-            Ok(_) => Ok(client),
-            Err(e) => {
-                let _ = client.quit().await;
-                Err(Error::from_redis(&e, self.timeout))
-            }
+        if let Err(e) = client.init().await {
+            let _ = client.quit().await;
+            return Err(Error::from_redis(&e, self.timeout));
         }
+        // The name only helps an operator tell our connections apart; a
+        // sentinel ACL without `+client|setname` must not refuse the view.
+        if let Err(e) = client.client_setname(&self.connection_name).await {
+            tracing::debug!(sentinel = %host, error = %e, "sentinel connection left unnamed");
+        }
+        Ok(client)
     }
 
     /// The settings of a connection to one sentinel.

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
+use crate::audit::AuditReport;
 use crate::config::Config;
 use crate::engine::watchdog::WatchdogStats;
 use crate::engine::Engine;
@@ -100,6 +101,31 @@ impl RedissonClient {
     /// ```
     pub async fn from_url(url: &str) -> Result<Self> {
         Self::connect(Config::from_url(url)).await
+    }
+
+    /// Audits the deployment this client talks to (see [`crate::audit`]):
+    /// every finding with its severity, evidence, why and fix. The client's
+    /// own holds are not counted as the fleet's.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::audit::audit()`]: only when not even the first connection can be made.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future closes the audit's connections; the client is
+    /// not affected.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::RedissonClient) -> redisson_lock::Result<()> {
+    /// let report = client.audit().await?;
+    /// if report.has_failures() {
+    ///     eprintln!("this Redis can lose locks: {:?}", report.summary);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn audit(&self) -> Result<AuditReport> {
+        crate::audit::of_engine(&self.engine).await
     }
 
     /// This client's id: the `<client-id>` in its lock fields (Redisson's

@@ -54,8 +54,8 @@ use fred::types::config::Config as FredConfig;
 pub use report::{AuditReport, DeploymentKind, Fact, Finding, Severity, Summary};
 
 use crate::config::Config;
+use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::RedissonClient;
 use link::{Limits, Trouble};
 use report::Finding as F;
 use rules::Ctx;
@@ -167,39 +167,14 @@ pub async fn audit(config: &Config) -> Result<AuditReport> {
     run.await
 }
 
-impl RedissonClient {
-    /// Audits the deployment this client talks to (see [`crate::audit`]):
-    /// every finding with its severity, evidence, why and fix. The client's
-    /// own holds are not counted as the fleet's.
-    ///
-    /// # Errors
-    ///
-    /// As [`audit()`]: only when not even the first connection can be made.
-    ///
-    /// # Cancel safety
-    ///
-    /// Dropping the future closes the audit's connections; the client is
-    /// not affected.
-    ///
-    /// ```no_run
-    /// # async fn demo(client: redisson_lock::RedissonClient) -> redisson_lock::Result<()> {
-    /// let report = client.audit().await?;
-    /// if report.has_failures() {
-    ///     eprintln!("this Redis can lose locks: {:?}", report.summary);
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn audit(&self) -> Result<AuditReport> {
-        let config = &self.engine.config;
-        let base = config.to_fred_config()?;
-        let run: futures::future::BoxFuture<'_, _> = Box::pin(run(
-            config,
-            &base,
-            Some(&self.engine.redis),
-            Some(&self.engine.id),
-        ));
-        run.await
-    }
+/// The audit of the deployment a connected client talks to, through its
+/// discovery connection; its own holds are not counted as the fleet's.
+pub(crate) async fn of_engine(engine: &Engine) -> Result<AuditReport> {
+    let config = &engine.config;
+    let base = config.to_fred_config()?;
+    let run: futures::future::BoxFuture<'_, _> =
+        Box::pin(run(config, &base, Some(&engine.redis), Some(&engine.id)));
+    run.await
 }
 
 async fn run(

@@ -147,9 +147,10 @@ impl<'a> Wire<'a> {
                     let Value::Array(pairs) = reply else {
                         return Err(crate::engine::script::unexpected("PUBSUB", &reply));
                     };
-                    for (i, pair) in pairs.chunks(2).enumerate() {
+                    // Pairs beyond the channels asked about are not counted.
+                    for (count, pair) in counts[offset..].iter_mut().zip(pairs.chunks(2)) {
                         let n = pair.get(1).and_then(crate::engine::script::as_i64);
-                        counts[offset + i] += n.unwrap_or(0).max(0) as u64;
+                        *count = count.saturating_add(n.unwrap_or(0).max(0) as u64);
                     }
                 }
             }

@@ -262,7 +262,12 @@ impl RPermitExpirableSemaphore {
     /// ```
     pub async fn permits(&self) -> Result<i64> {
         let (exists, available, leased) = self.counts().await?;
-        Ok(if exists { available + leased } else { 0 })
+        // Saturating: the counts are whatever the server said.
+        Ok(if exists {
+            available.saturating_add(leased)
+        } else {
+            0
+        })
     }
 
     /// Runs one of the scripts that first return ended leases to the pool

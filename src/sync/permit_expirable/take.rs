@@ -95,8 +95,9 @@ fn answer(reply: &Value) -> Result<Answer> {
         let at = at
             .parse::<f64>()
             .map_err(|_| script::unexpected("acquire", reply))?;
-        // The earliest lease's end frees a permit without any message.
-        let left = (at as i64 - now_ms()).max(1) as u64;
+        // The earliest lease's end frees a permit without any message. Any
+        // number may come back: `as` saturates, and so does the subtraction.
+        let left = (at as i64).saturating_sub(now_ms()).max(1) as u64;
         return Ok(Answer::Refused(Some(Duration::from_millis(left))));
     }
     if text != "OK" {

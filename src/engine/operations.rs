@@ -20,6 +20,18 @@ static DELETE: std::sync::LazyLock<script::Script> =
     std::sync::LazyLock::new(|| script::Script::new(include_str!("../../lua/engine/delete.lua")));
 
 impl RawLock {
+    /// Acquires for the current (or a new) owner, waiting as long as it
+    /// takes: only the lock, or an error, ends it.
+    pub(crate) async fn acquire_forever(&self, lease: Option<Duration>) -> Result<Granted> {
+        loop {
+            // A wait without a limit comes back with the lock or an error;
+            // were it ever to come back empty-handed, it would wait again.
+            if let Some(granted) = self.acquire(lease, Patience::Forever).await? {
+                return Ok(granted);
+            }
+        }
+    }
+
     /// Acquires for the current (or a new) owner, waiting as `patience` says.
     pub(crate) async fn acquire(
         &self,

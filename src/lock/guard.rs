@@ -138,7 +138,7 @@ impl LockGuard {
     }
 
     /// What the replicas had confirmed when this hold was acquired: how
-    /// many of the replicas the deployment knows the primary has, or
+    /// many of the replicas a failover could promote, or
     /// [`SafetyLevel::NotChecked`] (a single-server address; a server without
     /// `WAIT` with `checkLockSyncedSlaves` off; an acquisition whose reply
     /// was lost and was read back). `docs/safety.md` measures what each
@@ -148,9 +148,9 @@ impl LockGuard {
     /// use redisson_lock::SafetyLevel;
     /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
     /// let guard = lock.lock().await?;
-    /// if let SafetyLevel::Replicas { acked, known } = guard.safety() {
-    ///     if acked < known {
-    ///         eprintln!("payout lock on {acked} of {known} replicas: a failover may lose it");
+    /// if let SafetyLevel::Replicas { acked, promotable } = guard.safety() {
+    ///     if acked < promotable {
+    ///         eprintln!("payout lock on {acked} of {promotable} replicas: a failover may lose it");
     ///     }
     /// }
     /// guard.unlock().await?;

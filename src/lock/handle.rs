@@ -9,11 +9,10 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::kind::Patience;
 use crate::engine::raw::RawLock;
 use crate::engine::Engine;
 use crate::error::Result;
-use crate::lock::acquire::sealed::Terms;
+use crate::lock::acquire::sealed::{Until, Within};
 use crate::lock::acquire::{Acquirable, Acquire, Bounded, BoxFuture, UntilAcquired};
 use crate::lock::{Holder, Ttl, Unlocked};
 use crate::owner::OwnerId;
@@ -172,23 +171,7 @@ impl<K: Kind> Lock<K> {
         F: FnOnce(crate::engine::lease::LostSignal) -> Fut,
         Fut: std::future::Future<Output = T>,
     {
-        self.run_with(None, Patience::Forever, work)
-            .await
-            .map(|v| v.expect("waiting forever only ends once acquired"))
-    }
-
-    /// [`Lock::run`] with any wait and lease; `None` when not acquired.
-    pub(crate) async fn run_with<F, Fut, T>(
-        &self,
-        lease: Option<Duration>,
-        patience: Patience,
-        work: F,
-    ) -> Result<Option<T>>
-    where
-        F: FnOnce(crate::engine::lease::LostSignal) -> Fut,
-        Fut: std::future::Future<Output = T>,
-    {
-        run_raw(&self.raw, lease, patience, work).await
+        self.acquire().run(work).await
     }
 
     /// Waits as long as it takes, then holds the lock; the watchdog renews it
@@ -220,36 +203,7 @@ impl<K: Kind> Lock<K> {
     /// # Ok(()) }
     /// ```
     pub async fn lock(&self) -> Result<K::Guard> {
-        self.acquire_with(None, Patience::Forever)
-            .await
-            .map(|g| g.expect("waiting forever only ends once acquired"))
-    }
-
-    /// Waits as long as it takes, then holds the lock for `lease`; it is never
-    /// renewed and expires after `lease` unless released first.
-    ///
-    /// # Errors
-    ///
-    /// As [`Lock::lock`], and [`crate::Error::InvalidArgument`] for a lease
-    /// under 1 ms or over [`crate::MAX_LEASE`].
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`Lock::lock`].
-    ///
-    /// ```no_run
-    /// # use std::time::Duration;
-    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
-    /// // If this node dies mid-run, the lock frees itself after 10 minutes.
-    /// let guard = lock.lock_with_lease(Duration::from_secs(600)).await?;
-    /// // ... close the month's books, well within the lease ...
-    /// guard.unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn lock_with_lease(&self, lease: Duration) -> Result<K::Guard> {
-        self.acquire_with(Some(lease), Patience::Forever)
-            .await
-            .map(|g| g.expect("waiting forever only ends once acquired"))
+        self.acquire().await
     }
 
     /// One attempt, no waiting (a fair lock's is not queued either). `None`
@@ -275,7 +229,7 @@ impl<K: Kind> Lock<K> {
     /// # Ok(()) }
     /// ```
     pub async fn try_lock(&self) -> Result<Option<K::Guard>> {
-        self.acquire_with(None, Patience::Once).await
+        self.acquire().no_wait().await
     }
 
     /// Waits up to `wait` for the lock; `None` when it stayed taken (a fair
@@ -301,48 +255,7 @@ impl<K: Kind> Lock<K> {
     /// # Ok(()) }
     /// ```
     pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<K::Guard>> {
-        self.acquire_with(None, Patience::For(wait)).await
-    }
-
-    /// Waits up to `wait`, then holds the lock for `lease` (never renewed).
-    ///
-    /// # Errors
-    ///
-    /// As [`Lock::lock_with_lease`].
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`Lock::lock`].
-    ///
-    /// ```no_run
-    /// # use std::time::Duration;
-    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
-    /// let wait = Duration::from_secs(2);
-    /// let lease = Duration::from_secs(30); // never renewed: gone after 30 s at the latest
-    /// if let Some(guard) = lock.try_lock_for_with_lease(wait, lease).await? {
-    ///     // ... rotate the API keys, in under 30 s ...
-    ///     guard.unlock().await?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn try_lock_for_with_lease(
-        &self,
-        wait: Duration,
-        lease: Duration,
-    ) -> Result<Option<K::Guard>> {
-        self.acquire_with(Some(lease), Patience::For(wait)).await
-    }
-
-    pub(crate) async fn acquire_with(
-        &self,
-        lease: Option<Duration>,
-        patience: Patience,
-    ) -> Result<Option<K::Guard>> {
-        Ok(self
-            .raw
-            .acquire(lease, patience)
-            .await?
-            .map(|(held, token)| K::guard(sealed::Granted(held, token))))
+        self.acquire().wait(wait).await
     }
 
     /// Releases one hold of the current owner ([`Lock::current_owner`])
@@ -609,10 +522,7 @@ impl<'a, K: Kind> Acquire<'a, Lock<K>, UntilAcquired> {
         F: FnOnce(crate::engine::lease::LostSignal) -> Fut,
         Fut: Future<Output = T>,
     {
-        self.target
-            .run_with(self.lease, Patience::Forever, work)
-            .await
-            .map(|v| v.expect("waiting forever only ends once acquired"))
+        run_until(&self.target.raw, self.lease, work).await
     }
 }
 
@@ -644,11 +554,11 @@ impl<'a, K: Kind> Acquire<'a, Lock<K>, Bounded> {
         F: FnOnce(crate::engine::lease::LostSignal) -> Fut,
         Fut: Future<Output = T>,
     {
-        let patience = match self.wait.0 {
-            Some(wait) => Patience::For(wait),
-            None => Patience::Once,
+        let terms = Within {
+            lease: self.lease,
+            wait: self.wait.0,
         };
-        self.target.run_with(self.lease, patience, work).await
+        run_within(&self.target.raw, terms, work).await
     }
 }
 
@@ -657,8 +567,18 @@ impl<K: Kind> crate::lock::acquire::sealed::Sealed for Lock<K> {}
 impl<K: Kind> Acquirable for Lock<K> {
     type Guard = K::Guard;
 
-    fn acquire_on(&self, terms: Terms) -> BoxFuture<'_, Result<Option<K::Guard>>> {
-        Box::pin(self.acquire_with(terms.lease, terms.patience))
+    fn acquire_until(&self, terms: Until) -> BoxFuture<'_, Result<K::Guard>> {
+        Box::pin(async move {
+            let (held, token) = self.raw.acquire_forever(terms.lease).await?;
+            Ok(K::guard(sealed::Granted(held, token)))
+        })
+    }
+
+    fn acquire_within(&self, terms: Within) -> BoxFuture<'_, Result<Option<K::Guard>>> {
+        Box::pin(async move {
+            let granted = self.raw.acquire(terms.lease, terms.patience()).await?;
+            Ok(granted.map(|(held, token)| K::guard(sealed::Granted(held, token))))
+        })
     }
 }
 
@@ -672,24 +592,45 @@ impl<K: Kind> std::fmt::Debug for Lock<K> {
     }
 }
 
-/// Runs `work` under `raw`'s lock, acquired with `lease` and `patience`
-/// (see [`Lock::run`]); `None` when not acquired. Every lock object's `run`.
-pub(crate) async fn run_raw<F, Fut, T>(
+/// Runs `work` under `raw`'s lock, waiting as long as it takes (see
+/// [`Lock::run`]). Every lock object's `run`.
+pub(crate) async fn run_until<F, Fut, T>(
     raw: &RawLock,
     lease: Option<Duration>,
-    patience: Patience,
+    work: F,
+) -> Result<T>
+where
+    F: FnOnce(crate::engine::lease::LostSignal) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let (held, _token) = raw.acquire_forever(lease).await?;
+    run_held(raw, held, work).await
+}
+
+/// Runs `work` under `raw`'s lock if it is acquired within `terms`; `None`
+/// when it was not (`work` did not run).
+pub(crate) async fn run_within<F, Fut, T>(
+    raw: &RawLock,
+    terms: Within,
     work: F,
 ) -> Result<Option<T>>
 where
     F: FnOnce(crate::engine::lease::LostSignal) -> Fut,
     Fut: std::future::Future<Output = T>,
 {
-    if let Some(lease) = lease {
-        crate::engine::lease::lease_millis(lease, "lease")?;
+    match raw.acquire(terms.lease, terms.patience()).await? {
+        Some((held, _token)) => run_held(raw, held, work).await.map(Some),
+        None => Ok(None),
     }
-    let Some((held, _token)) = raw.acquire(lease, patience).await? else {
-        return Ok(None);
-    };
+}
+
+/// Runs `work` inside the scope of `held`, stops it if the lock is lost,
+/// and always releases.
+async fn run_held<F, Fut, T>(raw: &RawLock, held: crate::engine::raw::Held, work: F) -> Result<T>
+where
+    F: FnOnce(crate::engine::lease::LostSignal) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
     let guard = crate::lock::guard::LockGuard::new(held);
     let lost = guard.lost_signal();
     let outcome = {
@@ -702,7 +643,7 @@ where
     };
     let released = guard.unlock().await;
     match (outcome, released) {
-        (Some(value), Ok(_)) => Ok(Some(value)),
+        (Some(value), Ok(_)) => Ok(value),
         (None, _) | (_, Err(crate::error::Error::LockLost { .. })) => {
             Err(crate::error::Error::LockLost {
                 name: raw.name.to_string(),

@@ -65,8 +65,8 @@ impl ExpirablePermits {
     ///
     /// # Errors
     ///
-    /// [`Error::Shutdown`] if the client's shutdown gave them back already;
-    /// connection errors.
+    /// [`Error::Shutdown`](crate::Error::Shutdown) if the client's shutdown
+    /// gave them back already; connection errors.
     ///
     /// # Cancel safety
     ///

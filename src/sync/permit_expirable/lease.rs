@@ -78,8 +78,11 @@ impl RPermitExpirableSemaphore {
                 if deadline <= now {
                     return None;
                 }
+                // Checked: the score is whatever the server said, and a
+                // platform's clock may not reach that far (then: never).
                 let expires = (deadline != NEVER)
-                    .then(|| UNIX_EPOCH + Duration::from_millis(deadline as u64));
+                    .then(|| UNIX_EPOCH.checked_add(Duration::from_millis(deadline as u64)))
+                    .flatten();
                 Some(PermitLease { id, expires })
             })
             .collect())

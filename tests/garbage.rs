@@ -405,6 +405,95 @@ async fn renewal_replies() {
     }
 }
 
+/// A hold of lock kind `kind` on `name`, as a plain guard.
+async fn hold_of(client: &RedissonClient, kind: &str, name: &str) -> redisson_lock::LockGuard {
+    match kind {
+        "fair" => client.fair_lock(name).unwrap().lock().await.unwrap(),
+        "fenced" => client
+            .fenced_lock(name)
+            .unwrap()
+            .lock()
+            .await
+            .unwrap()
+            .into_guard(),
+        "spin" => client.spin_lock(name).unwrap().lock().await.unwrap(),
+        "read" => client
+            .read_write_lock(name)
+            .unwrap()
+            .read()
+            .lock()
+            .await
+            .unwrap(),
+        "write" => client
+            .read_write_lock(name)
+            .unwrap()
+            .write()
+            .lock()
+            .await
+            .unwrap(),
+        "nonre" => client
+            .non_reentrant_lock(name)
+            .unwrap()
+            .lock()
+            .await
+            .unwrap(),
+        _ => client
+            .group_lock(name, ["a", "b"].map(GroupValue::string))
+            .unwrap()
+            .lock()
+            .await
+            .unwrap(),
+    }
+}
+
+const KINDS: [&str; 7] = ["fair", "fenced", "spin", "read", "write", "nonre", "group"];
+
+#[tokio::test]
+async fn release_replies_of_every_kind() {
+    let rig = rig(|_| {}).await;
+    for (i, g) in garbage::every().into_iter().enumerate() {
+        for kind in KINDS {
+            let name = format!("g-release-{kind}-{i}");
+            let guard = hold_of(&rig.client, kind, &name).await;
+            rig.proxy.rewrite(script_on(&name), g.clone());
+            let outcome = survive("unlock", async move { guard.unlock().await }).await;
+            seen(&format!("{kind} unlock"), &g, &outcome);
+            rig.check(&format!("{kind} unlock"));
+        }
+    }
+}
+
+#[tokio::test]
+async fn renewal_replies_of_every_kind() {
+    // Renewals every 100 ms.
+    let rig = rig(|c| c.lock_watchdog_timeout = Duration::from_millis(300)).await;
+    for (i, g) in garbage::every().into_iter().enumerate() {
+        for kind in KINDS {
+            let name = format!("g-renew-{kind}-{i}");
+            let guard = hold_of(&rig.client, kind, &name).await;
+            let before = rig.proxy.replaced().len();
+            rig.proxy.rewrite_every(script_on(&name), g.clone());
+            common::topology::until("renewals answered with garbage", || async {
+                rig.proxy.replaced().len() >= before + 2
+            })
+            .await;
+            rig.proxy.clear();
+            eprintln!(
+                "{kind} renewal <- {g:?}: at risk {}, lost {}",
+                guard.is_at_risk(),
+                guard.is_lost()
+            );
+            let outcome = guard.unlock().await;
+            seen(
+                &format!("{kind} unlock after garbled renewals"),
+                &g,
+                &outcome,
+            );
+            rig.panics.assert_none();
+        }
+    }
+}
+
 #[tokio::test]
 async fn semaphore_replies() {
     let rig = rig(|_| {}).await;

@@ -103,13 +103,21 @@ async fn server_time_ms(client: &RedissonClient, name: &str) -> Result<i64, Stri
         .command(Some(name), "TIME", Vec::<&str>::new())
         .await
         .map_err(|e| format!("reading the server's clock (TIME): {e}"))?;
-    let parts: Vec<i64> = match &reply {
+    time_ms(&reply).ok_or_else(|| format!("unexpected reply to TIME: {reply:?}"))
+}
+
+/// A `TIME` reply (seconds, microseconds) in ms; `None` for any other shape,
+/// or numbers no clock gives (checked: they are whatever came back).
+fn time_ms(reply: &Reply) -> Option<i64> {
+    let parts: Vec<i64> = match reply {
         Reply::Array(parts) => parts.iter().filter_map(Reply::as_i64).collect(),
         _ => vec![],
     };
     match parts[..] {
-        [secs, micros] => Ok(secs * 1000 + micros / 1000),
-        _ => Err(format!("unexpected reply to TIME: {reply:?}")),
+        [secs, micros] if secs >= 0 && (0..1_000_000).contains(&micros) => {
+            secs.checked_mul(1000)?.checked_add(micros / 1000)
+        }
+        _ => None,
     }
 }
 
@@ -490,6 +498,34 @@ async fn apply(client: &RedissonClient, repair: Repair) -> Result<bool, String> 
                 .await
                 .map_err(|e| format!("{e} (run doctor again to see what is left)"))?;
             Ok(reply.as_i64().unwrap_or(0) > 0)
+        }
+    }
+}
+
+#[cfg(test)]
+mod time_tests {
+    use super::*;
+
+    #[test]
+    fn a_time_reply_of_any_shape_is_read_without_panicking() {
+        let time = |secs: Reply, micros: Reply| Reply::Array(vec![secs, micros]);
+        let text = |t: &str| Reply::Text(t.to_string());
+        assert_eq!(
+            time_ms(&time(text("1700000000"), text("123456"))),
+            Some(1_700_000_000_123)
+        );
+        for garbage in [
+            Reply::Nil,
+            Reply::Integer(7),
+            Reply::Array(vec![]),
+            Reply::Array(vec![Reply::Integer(1)]),
+            time(Reply::Integer(i64::MAX), Reply::Integer(0)),
+            time(Reply::Integer(-1), Reply::Integer(0)),
+            time(Reply::Integer(1), Reply::Integer(-5)),
+            time(Reply::Integer(1), Reply::Integer(i64::MAX)),
+            time(text("x"), text("y")),
+        ] {
+            assert_eq!(time_ms(&garbage), None, "{garbage:?}");
         }
     }
 }

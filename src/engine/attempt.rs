@@ -133,6 +133,20 @@ async fn acquire_locked(
         // synced renewals cover it from the next cycle.
         Err(e) if e.outcome_unknown() => {
             match Box::pin(resolve_acquire(lock, hold, &field, &e)).await {
+                Ok(Resolved::Taken(None)) if lock.kind.token_key(&lock.name).is_some() => {
+                    // It ran, but the token it handed out cannot be read
+                    // back (its key was deleted or evicted): a hold of a
+                    // fenced kind without its token is given back.
+                    Box::pin(give_back_one(lock, hold, &field, patience)).await;
+                    return Err(Error::OutcomeUnknown {
+                        operation: "acquire",
+                        name: lock.name.to_string(),
+                        cause: format!(
+                            "{e}; it ran, but its fencing token was missing when read back \
+                             (the token key deleted or evicted), so the hold was given back"
+                        ),
+                    });
+                }
                 Ok(Resolved::Taken(token)) => (Grant::Acquired { token }, Synced::NotWaited),
                 Ok(Resolved::Held(ttl)) => (Grant::Refused(ttl), Synced::NotWaited),
                 // It did not run, but after a timeout or a lost connection an

@@ -1,7 +1,8 @@
 //! Loans: what this client took from a shared pool and must give back
 //! (semaphore permits). A permit has no owner on Redis, so nothing there
 //! would ever return it: the loan does, when its guard is dropped, when its
-//! holder releases it, or at the client's shutdown, exactly once.
+//! holder releases it, or at the client's shutdown, exactly once. A guard
+//! holds its loan through a [`Lent`], which does the giving back on drop.
 //!
 //! [`detached`] is the other half: an acquire attempt runs as its own task,
 //! so if its caller stops waiting mid-attempt the attempt still completes,
@@ -21,7 +22,7 @@ use crate::error::{Error, Result};
 
 /// How a loan is given back: a future that returns it to Redis, with how
 /// many permits went back.
-type GiveBack = Box<dyn Fn(Arc<Engine>) -> BoxFuture<'static, Result<usize>> + Send + Sync>;
+type GiveBack = Box<dyn Fn() -> BoxFuture<'static, Result<usize>> + Send + Sync>;
 
 /// One loan. Given back at most once.
 pub(crate) struct Loan {
@@ -57,7 +58,7 @@ impl Loan {
     /// Records a loan; `give_back` returns it.
     pub(crate) fn open(
         engine: &Arc<Engine>,
-        give_back: impl Fn(Arc<Engine>) -> BoxFuture<'static, Result<usize>> + Send + Sync + 'static,
+        give_back: impl Fn() -> BoxFuture<'static, Result<usize>> + Send + Sync + 'static,
     ) -> Arc<Loan> {
         let id = engine.loans.next.fetch_add(1, Ordering::Relaxed);
         let loan = Arc::new(Loan {
@@ -115,7 +116,7 @@ impl Loan {
     /// The giving back, counted as busy for the client's shutdown.
     fn give_back_task(&self) -> impl Future<Output = Result<usize>> + Send + 'static {
         let busy = self.engine.lifecycle.track();
-        let giving = (self.give_back)(self.engine.clone());
+        let giving = (self.give_back)();
         async move {
             let outcome = giving.await;
             drop(busy);
@@ -132,6 +133,38 @@ impl Loan {
     /// Whether it is still open.
     pub(crate) fn is_open(&self) -> bool {
         !self.settled.load(Ordering::Acquire)
+    }
+}
+
+/// A guard's loan: given back when the guard is dropped (in the
+/// background), unless it was settled or forgotten first.
+pub(crate) struct Lent(Arc<Loan>);
+
+impl Lent {
+    /// Opens a loan that `give_back` returns.
+    pub(crate) fn open(
+        engine: &Arc<Engine>,
+        give_back: impl Fn() -> BoxFuture<'static, Result<usize>> + Send + Sync + 'static,
+    ) -> Self {
+        Lent(Loan::open(engine, give_back))
+    }
+
+    /// Gives it back now (see [`Loan::settle`]).
+    pub(crate) async fn settle(&self) -> Result<usize> {
+        self.0.settle().await
+    }
+
+    /// Ends the loan without giving anything back.
+    pub(crate) fn forget(&self) {
+        self.0.forget();
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        if self.0.is_open() {
+            self.0.settle_in_background();
+        }
     }
 }
 

@@ -12,7 +12,7 @@ use fred::types::Value;
 use crate::engine::lifecycle::Busy;
 use crate::engine::request::{Request, Sent, Target};
 use crate::engine::safety::Synced;
-use crate::engine::script::{Latch, ScriptCall};
+use crate::engine::script::{Latch, Script, ScriptCall};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::naming;
@@ -114,10 +114,37 @@ impl Object {
         Ok(sent.reply)
     }
 
+    /// As [`Object::synced_request`], for a write whose script announces
+    /// on `channel` (KEYS: the object's name, `channel`, the request latch;
+    /// ARGV: `before`, the publish command, the latch's TTL, `after`), the
+    /// shape every semaphore and latch write shares.
+    pub(crate) async fn announcing(
+        &self,
+        operation: &'static str,
+        script: &'static Script,
+        channel: String,
+        before: Vec<Value>,
+        after: Vec<Value>,
+    ) -> Result<Value> {
+        let publish = self.engine.publish_command;
+        self.synced_request(operation, |latch| {
+            let mut args = Vec::with_capacity(before.len() + 2 + after.len());
+            args.extend(before.iter().cloned());
+            args.extend([publish.into(), latch.ttl_ms.into()]);
+            args.extend(after.iter().cloned());
+            ScriptCall {
+                script,
+                keys: vec![self.name.to_string(), channel.clone(), latch.key.clone()],
+                args,
+            }
+        })
+        .await
+    }
+
     /// A script call on this object.
     pub(crate) fn call(
         &self,
-        script: &'static crate::engine::script::Script,
+        script: &'static Script,
         keys: Vec<String>,
         args: Vec<Value>,
     ) -> ScriptCall {

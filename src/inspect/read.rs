@@ -182,6 +182,7 @@ pub(super) async fn inspect(engine: &Engine, name: &str) -> Result<ObjectInfo> {
 pub(crate) async fn fields(w: &Wire<'_>, name: &str) -> Result<Vec<(String, String)>> {
     let mut out = vec![];
     let mut cursor = "0".to_string();
+    let mut cursors = Cursors::default();
     loop {
         let args = vec![
             Value::from(name),
@@ -197,7 +198,27 @@ pub(crate) async fn fields(w: &Wire<'_>, name: &str) -> Result<Vec<(String, Stri
         if next == "0" || out.len() >= MAX_FIELDS {
             return Ok(out);
         }
+        cursors.advance("HSCAN", name, &next)?;
         cursor = next;
+    }
+}
+
+/// The cursors a `*SCAN` walk was given so far. A server never hands out
+/// the same cursor twice in one walk; one that does (a broken proxy in
+/// between) would keep the walk going forever, so that ends it.
+#[derive(Default)]
+pub(crate) struct Cursors(std::collections::HashSet<String>);
+
+impl Cursors {
+    /// Takes `next` as the walk's next cursor; an error if it was given
+    /// before.
+    pub(crate) fn advance(&mut self, command: &str, of: &str, next: &str) -> Result<()> {
+        if self.0.insert(next.to_string()) {
+            return Ok(());
+        }
+        Err(crate::error::Error::redis(format!(
+            "{command} of `{of}` was given cursor {next} a second time: the walk would not end"
+        )))
     }
 }
 

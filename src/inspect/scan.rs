@@ -127,6 +127,7 @@ async fn scan_node(
             Ok::<_, Error>(scan_page(reply))
         };
         let mut page = scan("0".to_string()).await?;
+        let mut cursors = read::Cursors::default();
         loop {
             let (next, keys) = page;
             let plans: Vec<Plan> = keys
@@ -139,6 +140,7 @@ async fn scan_node(
                 updates.extend(read_page(w, plans, now).await?);
                 break;
             }
+            cursors.advance("SCAN", wide, &next)?;
             let (read, scanned) = futures::try_join!(read_page(w, plans, now), scan(next))?;
             updates.extend(read);
             page = scanned;

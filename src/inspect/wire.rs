@@ -78,6 +78,7 @@ impl<'a> Wire<'a> {
         if commands.is_empty() {
             return Ok(vec![]);
         }
+        let sent = commands.len();
         let pipeline = self.redis().pipeline();
         for (command, args) in commands {
             let cmd = CustomCommand::new_static(command, ClusterHash::FirstKey, false);
@@ -87,6 +88,17 @@ impl<'a> Wire<'a> {
         }
         let replies = boxed_reply(async { Ok(pipeline.try_all::<Value>().await) }).await;
         let replies: Vec<_> = replies.map_err(|e: fred::error::Error| self.error(e))?;
+        // Callers take one reply per command; a pipeline that failed as a
+        // whole answers with one error only.
+        if replies.len() != sent {
+            let first = replies.into_iter().find_map(|r| r.err());
+            return Err(match first {
+                Some(e) => self.error(e),
+                None => Error::redis(format!(
+                    "a pipeline of {sent} commands got other than {sent} replies"
+                )),
+            });
+        }
         replies
             .into_iter()
             .map(|reply| match reply.map_err(|e| self.error(e)) {
@@ -147,9 +159,11 @@ impl<'a> Wire<'a> {
                     let Value::Array(pairs) = reply else {
                         return Err(crate::engine::script::unexpected("PUBSUB", &reply));
                     };
-                    for (i, pair) in pairs.chunks(2).enumerate() {
+                    // Pairs beyond the channels asked about are not counted.
+                    let asked = &mut counts[offset..offset + chunk.len()];
+                    for (count, pair) in asked.iter_mut().zip(pairs.chunks(2)) {
                         let n = pair.get(1).and_then(crate::engine::script::as_i64);
-                        counts[offset + i] += n.unwrap_or(0).max(0) as u64;
+                        *count = count.saturating_add(n.unwrap_or(0).max(0) as u64);
                     }
                 }
             }

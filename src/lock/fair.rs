@@ -54,8 +54,8 @@ pub enum Fair {}
 impl Kind for Fair {
     type Guard = LockGuard;
 
-    fn guard(granted: sealed::Granted) -> LockGuard {
-        LockGuard::new(granted.0)
+    fn guard(granted: sealed::Granted) -> crate::Result<LockGuard> {
+        Ok(LockGuard::new(granted.0))
     }
 }
 

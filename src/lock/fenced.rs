@@ -59,11 +59,18 @@ pub enum Fenced {}
 impl Kind for Fenced {
     type Guard = FencedGuard;
 
-    fn guard(granted: sealed::Granted) -> FencedGuard {
-        FencedGuard {
-            token: granted.1.expect("a fenced grant carries its token"),
-            guard: LockGuard::new(granted.0),
-        }
+    fn guard(granted: sealed::Granted) -> crate::Result<FencedGuard> {
+        let guard = LockGuard::new(granted.0);
+        // The engine gives back a grant whose token it could not read, so
+        // this is only a guard against that ever changing: the hold goes
+        // back as the guard drops.
+        let Some(token) = granted.1 else {
+            return Err(crate::Error::redis(format!(
+                "the fenced lock `{}` was granted without a fencing token",
+                guard.name()
+            )));
+        };
+        Ok(FencedGuard { token, guard })
     }
 }
 

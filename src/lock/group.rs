@@ -473,6 +473,13 @@ impl RGroupLock {
             .raw
             .query(self.raw.engine.redis.hmget(self.group(), asked))
             .await?;
+        if replies.len() != 2 * values.len() {
+            return Err(Error::redis(format!(
+                "unexpected reply to HMGET of {} fields: {} values",
+                2 * values.len(),
+                replies.len()
+            )));
+        }
         let (owners, ends) = replies.split_at(values.len());
         let now = now_ms();
         Ok(owners.iter().all(|o| o.as_deref() == Some(&*field))

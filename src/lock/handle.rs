@@ -29,7 +29,7 @@ pub trait Kind: sealed::Sealed + Send + Sync + 'static {
     type Guard: Send + 'static;
 
     #[doc(hidden)]
-    fn guard(granted: sealed::Granted) -> Self::Guard;
+    fn guard(granted: sealed::Granted) -> crate::Result<Self::Guard>;
 }
 
 pub(crate) mod sealed {
@@ -570,14 +570,16 @@ impl<K: Kind> Acquirable for Lock<K> {
     fn acquire_until(&self, terms: Until) -> BoxFuture<'_, Result<K::Guard>> {
         Box::pin(async move {
             let (held, token) = self.raw.acquire_forever(terms.lease).await?;
-            Ok(K::guard(sealed::Granted(held, token)))
+            K::guard(sealed::Granted(held, token))
         })
     }
 
     fn acquire_within(&self, terms: Within) -> BoxFuture<'_, Result<Option<K::Guard>>> {
         Box::pin(async move {
             let granted = self.raw.acquire(terms.lease, terms.patience()).await?;
-            Ok(granted.map(|(held, token)| K::guard(sealed::Granted(held, token))))
+            granted
+                .map(|(held, token)| K::guard(sealed::Granted(held, token)))
+                .transpose()
         })
     }
 }

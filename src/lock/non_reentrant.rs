@@ -82,8 +82,8 @@ pub enum NonReentrantFair {}
 impl Kind for NonReentrant {
     type Guard = LockGuard;
 
-    fn guard(granted: sealed::Granted) -> LockGuard {
-        LockGuard::new(granted.0)
+    fn guard(granted: sealed::Granted) -> crate::Result<LockGuard> {
+        Ok(LockGuard::new(granted.0))
     }
 }
 
@@ -96,8 +96,8 @@ impl sealed::Sealed for NonReentrant {
 impl Kind for NonReentrantFair {
     type Guard = LockGuard;
 
-    fn guard(granted: sealed::Granted) -> LockGuard {
-        LockGuard::new(granted.0)
+    fn guard(granted: sealed::Granted) -> crate::Result<LockGuard> {
+        Ok(LockGuard::new(granted.0))
     }
 }
 

@@ -214,15 +214,15 @@ pub enum Write {}
 impl Kind for Read {
     type Guard = LockGuard;
 
-    fn guard(granted: sealed::Granted) -> LockGuard {
-        LockGuard::new(granted.0)
+    fn guard(granted: sealed::Granted) -> crate::Result<LockGuard> {
+        Ok(LockGuard::new(granted.0))
     }
 }
 impl Kind for Write {
     type Guard = LockGuard;
 
-    fn guard(granted: sealed::Granted) -> LockGuard {
-        LockGuard::new(granted.0)
+    fn guard(granted: sealed::Granted) -> crate::Result<LockGuard> {
+        Ok(LockGuard::new(granted.0))
     }
 }
 

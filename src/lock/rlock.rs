@@ -37,8 +37,8 @@ pub enum Reentrant {}
 impl Kind for Reentrant {
     type Guard = LockGuard;
 
-    fn guard(granted: sealed::Granted) -> LockGuard {
-        LockGuard::new(granted.0)
+    fn guard(granted: sealed::Granted) -> crate::Result<LockGuard> {
+        Ok(LockGuard::new(granted.0))
     }
 }
 

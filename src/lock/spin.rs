@@ -44,8 +44,8 @@ pub enum Spin {}
 impl Kind for Spin {
     type Guard = LockGuard;
 
-    fn guard(granted: sealed::Granted) -> LockGuard {
-        LockGuard::new(granted.0)
+    fn guard(granted: sealed::Granted) -> crate::Result<LockGuard> {
+        Ok(LockGuard::new(granted.0))
     }
 }
 

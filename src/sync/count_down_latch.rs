@@ -16,12 +16,12 @@ use tokio::time::Instant;
 
 use crate::engine::hub::Wake;
 use crate::engine::object::Object;
-use crate::engine::script::{self, Script, ScriptCall};
+use crate::engine::script::{self, Script};
 use crate::engine::wait::{Attempts, Step, Waiter};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::naming;
-use crate::sync::semaphore::{flag, parse_count};
+use crate::sync::pool::{flag, parse_count};
 
 static TRY_SET_COUNT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/count_down_latch/try_set_count.lua")));
@@ -118,15 +118,15 @@ impl RCountDownLatch {
             }
         };
         let _busy = self.object.enter()?;
-        let (name, channel) = (self.name().to_string(), self.channel());
-        let publish = self.object.engine.publish_command;
         let reply = self
             .object
-            .synced_request("try_set_count", |latch| ScriptCall {
-                script: &TRY_SET_COUNT,
-                keys: vec![name.clone(), channel.clone(), latch.key.clone()],
-                args: vec![count.into(), publish.into(), latch.ttl_ms.into()],
-            })
+            .announcing(
+                "try_set_count",
+                &TRY_SET_COUNT,
+                self.channel(),
+                vec![count.into()],
+                vec![],
+            )
             .await?;
         flag("try_set_count", &reply)
     }
@@ -155,15 +155,9 @@ impl RCountDownLatch {
     /// ```
     pub async fn count_down(&self) -> Result<u64> {
         let _busy = self.object.enter()?;
-        let (name, channel) = (self.name().to_string(), self.channel());
-        let publish = self.object.engine.publish_command;
         let reply = self
             .object
-            .synced_request("count_down", |latch| ScriptCall {
-                script: &COUNT_DOWN,
-                keys: vec![name.clone(), channel.clone(), latch.key.clone()],
-                args: vec![publish.into(), latch.ttl_ms.into()],
-            })
+            .announcing("count_down", &COUNT_DOWN, self.channel(), vec![], vec![])
             .await?;
         match script::as_i64(&reply) {
             Some(left) => Ok(left.max(0) as u64),
@@ -281,15 +275,9 @@ impl RCountDownLatch {
     /// ```
     pub async fn delete(&self) -> Result<bool> {
         let _busy = self.object.enter()?;
-        let (name, channel) = (self.name().to_string(), self.channel());
-        let publish = self.object.engine.publish_command;
         let reply = self
             .object
-            .synced_request("delete", |latch| ScriptCall {
-                script: &DELETE,
-                keys: vec![name.clone(), channel.clone(), latch.key.clone()],
-                args: vec![publish.into(), latch.ttl_ms.into()],
-            })
+            .announcing("delete", &DELETE, self.channel(), vec![], vec![])
             .await?;
         flag("delete", &reply)
     }

@@ -5,32 +5,26 @@
 //! new total on `redisson_sc:{name}`, which wakes up to that many waiters,
 //! Java or Rust. Scripts in `lua/semaphore/`; each write records its outcome
 //! in a request latch, so a lost reply is replayed, never applied twice.
+//! What it shares with the permit-expirable semaphore (waiting, taking,
+//! loans) is in `sync::pool`.
 
 use std::fmt;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use fred::interfaces::KeysInterface;
-use fred::types::Value;
 use tokio::time::Instant;
 
-use crate::engine::hub::Wake;
-use crate::engine::loan::{detached, Loan};
-use crate::engine::object::Object;
-use crate::engine::request::Request;
-use crate::engine::safety::Synced;
+use crate::engine::loan::Lent;
 use crate::engine::script::{self, Script, ScriptCall};
-use crate::engine::wait::{Attempts, Step, Waiter};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::naming;
+use crate::sync::pool::{parse_count, permits_arg, Answer, Pool, Taken};
 
 static TRY_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/semaphore/try_acquire.lua")));
 static RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/semaphore/release.lua")));
-pub(crate) static TRY_SET_PERMITS: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/semaphore/try_set_permits.lua")));
 static ADD_PERMITS: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/semaphore/add_permits.lua")));
 static DRAIN: LazyLock<Script> =
@@ -54,38 +48,30 @@ static DRAIN: LazyLock<Script> =
 /// ```
 #[derive(Clone)]
 pub struct RSemaphore {
-    object: Object,
+    pool: Pool,
 }
 
 impl RSemaphore {
     pub(crate) fn new(engine: Arc<Engine>, name: &str) -> Self {
         RSemaphore {
-            object: Object::new(engine, name, "semaphore"),
+            pool: Pool::new(engine, name, "semaphore"),
         }
     }
 
     /// Checks a name for a semaphore on a client whose multi-key commands
     /// must stay in one slot (or not).
     pub(crate) fn check_name(name: &str, slot_grouped: bool) -> Result<()> {
-        naming::validate_name(
-            name,
-            slot_grouped,
-            "semaphore",
-            &[
-                naming::semaphore_channel_name(name),
-                naming::request_latch_name(name, "0"),
-            ],
-        )
+        Pool::check_name(name, slot_grouped, &[])
     }
 
     /// The semaphore's name: the key holding its available permits.
     pub fn name(&self) -> &str {
-        &self.object.name
+        self.pool.name()
     }
 
     /// The channel on which the semaphore announces available permits.
     pub fn channel(&self) -> String {
-        naming::semaphore_channel_name(&self.object.name)
+        self.pool.channel()
     }
 
     /// Sets the number of permits if the semaphore does not exist yet
@@ -111,7 +97,7 @@ impl RSemaphore {
     /// # Ok(()) }
     /// ```
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
-        self.set_permits(permits, None).await
+        self.pool.try_set_permits(permits, None).await
     }
 
     /// As [`RSemaphore::try_set_permits`], and the semaphore expires after
@@ -138,28 +124,7 @@ impl RSemaphore {
     /// ```
     pub async fn try_set_permits_with_ttl(&self, permits: u32, ttl: Duration) -> Result<bool> {
         let ttl = crate::engine::lease::lease_millis(ttl, "ttl")?;
-        self.set_permits(permits, Some(ttl)).await
-    }
-
-    async fn set_permits(&self, permits: u32, ttl_ms: Option<i64>) -> Result<bool> {
-        let permits = crate::sync::permits(permits)?;
-        let _busy = self.object.enter()?;
-        let (name, channel) = (self.name().to_string(), self.channel());
-        let publish = self.object.engine.publish_command;
-        let reply = self
-            .object
-            .synced_request("try_set_permits", |latch| ScriptCall {
-                script: &TRY_SET_PERMITS,
-                keys: vec![name.clone(), channel.clone(), latch.key.clone()],
-                args: vec![
-                    permits.into(),
-                    publish.into(),
-                    latch.ttl_ms.into(),
-                    ttl_ms.unwrap_or(0).into(),
-                ],
-            })
-            .await?;
-        flag("try_set_permits", &reply)
+        self.pool.try_set_permits(permits, Some(ttl)).await
     }
 
     /// Adds `permits` (a negative number takes some away, Redisson's
@@ -185,7 +150,7 @@ impl RSemaphore {
     /// # Ok(()) }
     /// ```
     pub async fn add_permits(&self, permits: i32) -> Result<i64> {
-        crate::sync::add_permits(&self.object, &ADD_PERMITS, permits).await
+        self.pool.add_permits(&ADD_PERMITS, permits).await
     }
 
     /// The permits available now (0 when the semaphore does not exist; may
@@ -207,11 +172,9 @@ impl RSemaphore {
     /// # Ok(()) }
     /// ```
     pub async fn available_permits(&self) -> Result<i64> {
-        let _busy = self.object.enter()?;
-        let value: Option<String> = self
-            .object
-            .query(self.object.reader().get(self.name()))
-            .await?;
+        let object = &self.pool.object;
+        let _busy = object.enter()?;
+        let value: Option<String> = object.query(object.reader().get(self.name())).await?;
         parse_count(self.name(), value)
     }
 
@@ -239,9 +202,10 @@ impl RSemaphore {
     /// # Ok(()) }
     /// ```
     pub async fn drain_permits(&self) -> Result<i64> {
-        let _busy = self.object.enter()?;
+        let _busy = self.pool.object.enter()?;
         let name = self.name().to_string();
         let reply = self
+            .pool
             .object
             .synced_request("drain_permits", |latch| ScriptCall {
                 script: &DRAIN,
@@ -278,10 +242,8 @@ impl RSemaphore {
     /// flight when it is dropped completes in the background, and gives back
     /// whatever it took.
     pub async fn acquire(&self, permits: u32) -> Result<SemaphorePermits> {
-        let permits = crate::sync::permits(permits)?;
-        self.wait_for(permits, None)
-            .await?
-            .ok_or(Error::Timeout(Duration::MAX))
+        let permits = permits_arg(permits)?;
+        self.pool.wait(|| take(self.clone(), permits)).await
     }
 
     /// Takes `permits` if that many are available now (Redisson's
@@ -306,8 +268,8 @@ impl RSemaphore {
     /// # Ok(()) }
     /// ```
     pub async fn try_acquire(&self, permits: u32) -> Result<Option<SemaphorePermits>> {
-        let permits = crate::sync::permits(permits)?;
-        detached(&self.object.engine, take(self.clone(), permits)).await
+        let permits = permits_arg(permits)?;
+        self.pool.try_once(take(self.clone(), permits)).await
     }
 
     /// Takes `permits`, waiting at most `wait` (Redisson's
@@ -337,28 +299,11 @@ impl RSemaphore {
         permits: u32,
         wait: Duration,
     ) -> Result<Option<SemaphorePermits>> {
-        let permits = crate::sync::permits(permits)?;
+        let permits = permits_arg(permits)?;
         // A deadline too far to represent is no deadline.
-        self.wait_for(permits, Instant::now().checked_add(wait))
-            .await
-    }
-
-    async fn wait_for(
-        &self,
-        permits: i64,
-        deadline: Option<Instant>,
-    ) -> Result<Option<SemaphorePermits>> {
-        let waiter = Waiter {
-            engine: &self.object.engine,
-            channel: Some((self.channel(), Wake::UpTo)),
-            deadline,
-            topology: None,
-        };
-        waiter
-            .wait(&mut Takes {
-                semaphore: self,
-                permits,
-            })
+        let deadline = Instant::now().checked_add(wait);
+        self.pool
+            .wait_for(deadline, || take(self.clone(), permits))
             .await
     }
 
@@ -385,9 +330,9 @@ impl RSemaphore {
     /// # Ok(()) }
     /// ```
     pub async fn release(&self, permits: u32) -> Result<()> {
-        let permits = crate::sync::permits(permits)?;
-        let _busy = self.object.enter()?;
-        release(&self.object, permits, false).await.map(|_| ())
+        let permits = permits_arg(permits)?;
+        let _busy = self.pool.object.enter()?;
+        release(&self.pool, permits, false).await.map(|_| ())
     }
 
     /// As [`RSemaphore::release`], but only if the semaphore exists
@@ -410,9 +355,9 @@ impl RSemaphore {
     /// # Ok(()) }
     /// ```
     pub async fn release_if_exists(&self, permits: u32) -> Result<bool> {
-        let permits = crate::sync::permits(permits)?;
-        let _busy = self.object.enter()?;
-        release(&self.object, permits, true).await
+        let permits = permits_arg(permits)?;
+        let _busy = self.pool.object.enter()?;
+        release(&self.pool, permits, true).await
     }
 
     /// Deletes the semaphore (Redisson's `delete`, a plain `DEL`). Waiters,
@@ -434,12 +379,7 @@ impl RSemaphore {
     /// # Ok(()) }
     /// ```
     pub async fn delete(&self) -> Result<bool> {
-        let _busy = self.object.enter()?;
-        let deleted: i64 = self
-            .object
-            .query(self.object.reader().del(self.name()))
-            .await?;
-        Ok(deleted > 0)
+        self.pool.delete(vec![self.name().to_string()]).await
     }
 }
 
@@ -451,101 +391,59 @@ impl fmt::Debug for RSemaphore {
     }
 }
 
-/// One acquire attempt, sent as a replayable request. Runs detached from its
-/// caller (see [`detached`]): the guard it returns gives the permits back if
-/// nobody receives it.
-async fn take(semaphore: RSemaphore, permits: i64) -> Result<Option<SemaphorePermits>> {
-    let object = &semaphore.object;
-    let name = object.name.to_string();
-    let sent = object
-        .request("acquire", &Request::new(), |latch| ScriptCall {
-            script: &TRY_ACQUIRE,
-            keys: vec![name.clone(), latch.key.clone()],
-            args: vec![permits.into(), latch.ttl_ms.into()],
-        })
+/// One acquire attempt (see [`Pool::take`]).
+async fn take(semaphore: RSemaphore, permits: i64) -> Result<Taken<SemaphorePermits>> {
+    let pool = semaphore.pool.clone();
+    let name = pool.name().to_string();
+    let taken = semaphore
+        .pool
+        .take(
+            |latch| ScriptCall {
+                script: &TRY_ACQUIRE,
+                keys: vec![name.clone(), latch.key.clone()],
+                args: vec![permits.into(), latch.ttl_ms.into()],
+            },
+            |reply| match script::as_i64(reply) {
+                Some(1) => Ok(Answer::Granted),
+                // Only a release (announced, or found by the re-check) helps.
+                Some(0) => Ok(Answer::Refused(None)),
+                _ => Err(script::unexpected("acquire", reply)),
+            },
+            move || {
+                let pool = pool.clone();
+                Box::pin(async move {
+                    release(&pool, permits, false).await?;
+                    Ok(permits as usize)
+                })
+            },
+        )
         .await?;
-    match script::as_i64(&sent.reply) {
-        Some(1) => {}
-        Some(0) => return Ok(None),
-        _ => return Err(script::unexpected("acquire", &sent.reply)),
-    }
-    let taken = SemaphorePermits::new(semaphore.clone(), permits as u32);
-    if let short @ Synced::Short { .. } = sent.synced {
-        // Taken on the primary only: a failover now would hand them out
-        // again. Give them back (Redisson's NoSyncedSlaves handling).
-        let _ = taken.release().await;
-        return Err(object
-            .engine
-            .replica_sync
-            .not_synced("acquire", &name, short));
-    }
-    Ok(Some(taken))
+    Ok(taken.map(|lent| SemaphorePermits {
+        semaphore,
+        count: permits as u32,
+        lent,
+    }))
 }
 
 /// Returns permits; false when `if_exists` and there is no semaphore.
-async fn release(object: &Object, permits: i64, if_exists: bool) -> Result<bool> {
-    let name = object.name.to_string();
-    let channel = naming::semaphore_channel_name(&name);
-    let publish = object.engine.publish_command;
-    let reply = object
-        .synced_request("release", |latch| ScriptCall {
-            script: &RELEASE,
-            keys: vec![name.clone(), channel.clone(), latch.key.clone()],
-            args: vec![
-                permits.into(),
-                publish.into(),
-                latch.ttl_ms.into(),
-                i64::from(if_exists).into(),
-            ],
-        })
+async fn release(pool: &Pool, permits: i64, if_exists: bool) -> Result<bool> {
+    let reply = pool
+        .object
+        .announcing(
+            "release",
+            &RELEASE,
+            pool.channel(),
+            vec![permits.into()],
+            vec![i64::from(if_exists).into()],
+        )
         .await?;
     match script::as_i64(&reply) {
         Some(released) => Ok(released == 1),
         None if reply.is_null() => Err(Error::InvalidArgument(format!(
-            "releasing {permits} permits would take `{name}` past the Java int range"
+            "releasing {permits} permits would take `{}` past the Java int range",
+            pool.name()
         ))),
         None => Err(script::unexpected("release", &reply)),
-    }
-}
-
-/// A waiting acquire's attempts.
-struct Takes<'a> {
-    semaphore: &'a RSemaphore,
-    permits: i64,
-}
-
-impl Attempts for Takes<'_> {
-    type Output = SemaphorePermits;
-
-    async fn attempt(&mut self) -> Result<Step<SemaphorePermits>> {
-        let taken = detached(
-            &self.semaphore.object.engine,
-            take(self.semaphore.clone(), self.permits),
-        )
-        .await?;
-        Ok(match taken {
-            Some(permits) => Step::Done(permits),
-            // Only a release (announced, or found by the re-check) helps.
-            None => Step::Again(None),
-        })
-    }
-}
-
-/// Reads a counter value: missing is 0.
-pub(crate) fn parse_count(name: &str, value: Option<String>) -> Result<i64> {
-    match value {
-        None => Ok(0),
-        Some(text) => text
-            .parse()
-            .map_err(|_| Error::redis(format!("`{name}` holds `{text}`, not a number of permits"))),
-    }
-}
-
-/// A 0/1 reply as a bool.
-pub(crate) fn flag(operation: &str, reply: &Value) -> Result<bool> {
-    match script::as_i64(reply) {
-        Some(n) => Ok(n == 1),
-        None => Err(script::unexpected(operation, reply)),
     }
 }
 
@@ -556,26 +454,10 @@ pub(crate) fn flag(operation: &str, reply: &Value) -> Result<bool> {
 pub struct SemaphorePermits {
     semaphore: RSemaphore,
     count: u32,
-    loan: Arc<Loan>,
+    lent: Lent,
 }
 
 impl SemaphorePermits {
-    fn new(semaphore: RSemaphore, count: u32) -> Self {
-        let object = semaphore.object.clone();
-        let loan = Loan::open(&semaphore.object.engine, move |_| {
-            let object = object.clone();
-            Box::pin(async move {
-                release(&object, i64::from(count), false).await?;
-                Ok(count as usize)
-            })
-        });
-        SemaphorePermits {
-            semaphore,
-            count,
-            loan,
-        }
-    }
-
     /// How many permits this guard holds.
     pub fn count(&self) -> u32 {
         self.count
@@ -606,23 +488,15 @@ impl SemaphorePermits {
     /// # Ok(()) }
     /// ```
     pub async fn release(self) -> Result<()> {
-        self.loan.settle().await.map(|_| ())
+        self.lent.settle().await.map(|_| ())
     }
 
     /// Keeps the permits taken and drops the guard without giving them back
     /// (tokio's `SemaphorePermit::forget`): release them later with
     /// [`RSemaphore::release`], from any client. Returns how many.
     pub fn forget(self) -> u32 {
-        self.loan.forget();
+        self.lent.forget();
         self.count
-    }
-}
-
-impl Drop for SemaphorePermits {
-    fn drop(&mut self) {
-        if self.loan.is_open() {
-            self.loan.settle_in_background();
-        }
     }
 }
 

@@ -322,4 +322,30 @@ b2 127.0.0.1:7001@17001,node-b master - 0 0 2 connected 101-199 201-16383
         *watch.state.lock() = State::default();
         assert_eq!(watch.serves(5, "127.0.0.1:7000"), None);
     }
+
+    /// `CLUSTER NODES` answered with anything at all (issue 30, item 2):
+    /// lines not of its shape are skipped, never a panic.
+    #[test]
+    fn garbage_cluster_nodes_take_nothing() {
+        for text in [
+            "",
+            "\n\n",
+            "garbage",
+            "a b c d e f g",
+            "a b c d e f g h",
+            "a , master - 0 0 1 connected",
+            "a @ master - 0 0 1 connected 99999-0 5-3 -1 [42->-x] 0-",
+            "a 127.0.0.1:7000@17000,, master,, - x y z connected 0-16383-1",
+            "\u{feff}a \u{e9}:\u{e9} master - 0 0 1 connected \u{e9}",
+        ] {
+            let (primaries, owners) = primaries_in(text);
+            assert!(
+                owners.iter().all(|((start, end), _)| start <= end),
+                "{text:?}"
+            );
+            let _ = primaries;
+        }
+        let (primaries, owners) = primaries_in("a :0@1 master - 0 0 1 connected 99999-0 5-3 x");
+        assert!(primaries.is_empty() && owners.is_empty());
+    }
 }

@@ -2,6 +2,7 @@
 //! TCP proxy, and observers for channel messages and keyspace events.
 #![allow(dead_code)]
 
+pub mod garbage;
 pub mod java;
 pub mod partition;
 pub mod topology;

@@ -638,6 +638,30 @@ impl Sentinel {
         deployment
     }
 
+    /// As `start`, with the primary on `primary_port` known to everyone
+    /// (sentinels, replicas, clients) by `front`: the port of a proxy the
+    /// caller started in front of it, which every request to the primary
+    /// then passes.
+    pub async fn start_fronted(primary_port: u16, front: u16) -> Self {
+        let dir = Scratch::new("sentinel");
+        let primary = RedisServer::start_on(primary_port, None, &[]).await;
+        let mut replicas = Vec::new();
+        for _ in 0..2 {
+            let port = front.to_string();
+            replicas.push(RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]).await);
+        }
+        let sentinels = start_sentinels(&dir, front, "").await;
+        let deployment = Sentinel {
+            primary,
+            replicas,
+            sentinels,
+            proxies: vec![],
+            _dir: dir,
+        };
+        deployment.await_healthy().await;
+        deployment
+    }
+
     /// The proxy of the node known by `port` (`start_proxied` only).
     pub fn proxy(&self, port: u16) -> &super::partition::ReplicationProxy {
         let real = self.node(port).port;

@@ -195,7 +195,7 @@ fn watchdog(ctx: &Ctx<'_>, sample: &Sample) -> Finding {
     let mut longest = 0u64;
     for (client, (locks, ttl)) in &sample.clients {
         let low = Duration::from_millis(*ttl);
-        let high = Duration::from_millis(ttl * 3 / 2);
+        let high = Duration::from_millis(ttl.saturating_mul(3) / 2);
         longest = longest.max(*ttl);
         let short = &client[..8.min(client.len())];
         let line = format!(

@@ -1,0 +1,479 @@
+//! [`RPermitExpirableSemaphore`]: Redisson's permit-expirable semaphore
+//! (`getPermitExpirableSemaphore(name)`).
+//!
+//! On the wire: the string `name` holds the available permits, and the
+//! sorted set `{name}:timeout` every leased permit: its id (16 random bytes,
+//! stored raw as Redisson 3.17+ does) scored by the wall-clock ms its lease
+//! ends, or `922337203685477` for never. Every script first returns expired
+//! leases to the pool. Channel `redisson_sc:{name}`, shared with
+//! [`crate::RSemaphore`]'s wake-up rule. Scripts in `lua/permit_expirable/`.
+//! What it shares with [`crate::RSemaphore`] (waiting, taking, loans) is in
+//! `sync::pool`; here, its scripts' arguments and its API, with the permit
+//! ids (`id`), the leases (`lease`) and the guard (`guard`) apart.
+
+mod guard;
+mod id;
+mod lease;
+mod take;
+
+use std::fmt;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use fred::types::Value;
+use tokio::time::Instant;
+
+use crate::engine::script::{self, Script};
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::naming;
+use crate::sync::now_ms;
+use crate::sync::pool::Pool;
+pub use guard::ExpirablePermits;
+pub use id::{PermitId, PermitLease};
+use take::{release, take, Terms};
+
+static COUNTS: LazyLock<Script> =
+    LazyLock::new(|| Script::walking(include_str!("../../../lua/permit_expirable/counts.lua")));
+static SET_PERMITS: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(include_str!(
+        "../../../lua/permit_expirable/set_permits.lua"
+    ))
+});
+static ADD_PERMITS: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(include_str!(
+        "../../../lua/permit_expirable/add_permits.lua"
+    ))
+});
+
+/// Redisson's permit-expirable semaphore (`getPermitExpirableSemaphore`):
+/// a semaphore whose permits are leased under an id. A permit whose lease
+/// ends goes back to the pool by itself, so a holder that dies cannot keep
+/// one forever. [`RPermitExpirableSemaphore::acquire`] hands out an
+/// [`ExpirablePermits`] guard that gives its permits back when dropped.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// # async fn demo(client: redisson_lock::RedissonClient) -> redisson_lock::Result<()> {
+/// let slots = client.permit_expirable_semaphore("render-slots")?;
+/// slots.try_set_permits(8).await?;
+/// let permit = slots.acquire(1, Some(Duration::from_secs(60))).await?;
+/// println!("rendering under permit {}", permit.ids()[0]);
+/// permit.release().await?; // or drop it; or let the lease end
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RPermitExpirableSemaphore {
+    pool: Pool,
+}
+
+impl RPermitExpirableSemaphore {
+    pub(crate) fn new(engine: Arc<Engine>, name: &str) -> Self {
+        RPermitExpirableSemaphore {
+            pool: Pool::new(engine, name, "permit-expirable semaphore"),
+        }
+    }
+
+    pub(crate) fn check_name(name: &str, slot_grouped: bool) -> Result<()> {
+        Pool::check_name(name, slot_grouped, &[naming::permit_timeout_name(name)])
+    }
+
+    /// The semaphore's name: the key holding its available permits.
+    pub fn name(&self) -> &str {
+        self.pool.name()
+    }
+
+    /// The channel on which the semaphore announces available permits.
+    pub fn channel(&self) -> String {
+        self.pool.channel()
+    }
+
+    /// The sorted set of leased permits: `{name}:timeout`.
+    pub fn leases_key(&self) -> String {
+        naming::permit_timeout_name(self.name())
+    }
+
+    /// Sets the number of permits if the semaphore does not exist yet
+    /// (Redisson's `trySetPermits`), and wakes waiters. True if it was set.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for 0 or more than `i32::MAX` permits;
+    /// [`Error::WrongType`]; connection errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped after sending, the permits may or may not have been set.
+    ///
+    /// ```no_run
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// if slots.try_set_permits(8).await? {
+    ///     println!("PDF render pool created with 8 slots");
+    /// } // else it existed already, and keeps its size
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_set_permits(&self, permits: u32) -> Result<bool> {
+        self.pool.try_set_permits(permits, None).await
+    }
+
+    /// Makes the semaphore's size (available plus leased permits) `permits`,
+    /// creating it if needed (Redisson's `setPermits`); waiters are woken
+    /// when it changed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for more than `i32::MAX` permits;
+    /// [`Error::WrongType`]; connection errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe in effect: setting the size twice sets it once.
+    ///
+    /// ```no_run
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// // Resize the render pool to 12, whatever it was; leased slots count.
+    /// slots.set_permits(12).await?;
+    /// println!("{} render slots free now", slots.available_permits().await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn set_permits(&self, permits: u32) -> Result<()> {
+        if permits > i32::MAX as u32 {
+            return Err(Error::InvalidArgument(format!(
+                "permits must be at most {} (a Java int), not {permits}",
+                i32::MAX
+            )));
+        }
+        let object = &self.pool.object;
+        let _busy = object.enter()?;
+        object
+            .run(object.call(
+                &SET_PERMITS,
+                vec![self.name().into(), self.channel(), self.leases_key()],
+                vec![i64::from(permits).into(), self.pool.publish().into()],
+            ))
+            .await
+            .map(|_| ())
+    }
+
+    /// Adds `permits` to the available ones (a negative number takes some
+    /// away, Redisson's `addPermits`), creating the semaphore if needed.
+    /// Returns the new number available.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] when it would leave the Java `int` range
+    /// (nothing is changed); [`Error::WrongType`]; connection errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped after sending, the permits may or may not have been added,
+    /// never twice.
+    ///
+    /// ```no_run
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// let free = slots.add_permits(-2).await?; // two renderers down for maintenance
+    /// println!("{free} render slots left available");
+    /// # Ok(()) }
+    /// ```
+    pub async fn add_permits(&self, permits: i32) -> Result<i64> {
+        self.pool.add_permits(&ADD_PERMITS, permits).await
+    }
+
+    /// Returns expired leases to the pool, then counts:
+    /// `(exists, available, leased)`.
+    async fn counts(&self) -> Result<(bool, i64, i64)> {
+        let reply = self.reclaiming(&COUNTS, vec![]).await?;
+        let numbers: Vec<i64> = match &reply {
+            Value::Array(items) => items.iter().filter_map(script::as_i64).collect(),
+            _ => vec![],
+        };
+        match numbers[..] {
+            [exists, available, leased] => Ok((exists == 1, available, leased)),
+            _ => Err(script::unexpected("permit counts", &reply)),
+        }
+    }
+
+    /// The permits available now, after expired leases went back (Redisson's
+    /// `availablePermits`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongType`]; connection errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe.
+    ///
+    /// ```no_run
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// // Expired leases go back to the pool before counting.
+    /// if slots.available_permits().await? == 0 {
+    ///     println!("every render slot is busy: queue the invoice PDF");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn available_permits(&self) -> Result<i64> {
+        Ok(self.counts().await?.1)
+    }
+
+    /// The permits leased now, expired leases excluded (Redisson's
+    /// `acquiredPermits`).
+    ///
+    /// # Errors
+    ///
+    /// As [`RPermitExpirableSemaphore::available_permits`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe.
+    ///
+    /// ```no_run
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// let busy = slots.acquired_permits().await?; // expired leases not counted
+    /// println!("{busy} invoice PDF(s) rendering now");
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquired_permits(&self) -> Result<i64> {
+        Ok(self.counts().await?.2)
+    }
+
+    /// The semaphore's size, available plus leased (Redisson's
+    /// `getPermits`); 0 when it does not exist.
+    ///
+    /// # Errors
+    ///
+    /// As [`RPermitExpirableSemaphore::available_permits`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe.
+    ///
+    /// ```no_run
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// let (size, free) = (slots.permits().await?, slots.available_permits().await?);
+    /// println!("render pool: {free} of {size} slots free");
+    /// # Ok(()) }
+    /// ```
+    pub async fn permits(&self) -> Result<i64> {
+        let (exists, available, leased) = self.counts().await?;
+        // Saturating: the counts are whatever the server said.
+        Ok(if exists {
+            available.saturating_add(leased)
+        } else {
+            0
+        })
+    }
+
+    /// Runs one of the scripts that first return ended leases to the pool
+    /// (KEYS: the semaphore, its leases, its channel; ARGV: `own`, then now
+    /// and the publish command).
+    async fn reclaiming(&self, script: &'static Script, own: Vec<Value>) -> Result<Value> {
+        let object = &self.pool.object;
+        let _busy = object.enter()?;
+        let mut args = own;
+        args.extend([now_ms().into(), self.pool.publish().into()]);
+        let keys = vec![self.name().into(), self.leases_key(), self.channel()];
+        object.run(object.call(script, keys, args)).await
+    }
+
+    /// Takes `permits`, each leased for `lease` (`None`: never expires),
+    /// waiting as long as it takes (Redisson's `acquire(permits, lease)`).
+    /// Waiters wake on a release's message, when the earliest lease ends, or
+    /// at most [`crate::Config::recheck_interval`] apart.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for 0 or more than `i32::MAX` permits, or a
+    /// lease under 1 ms or beyond [`crate::MAX_LEASE`]; [`Error::WrongType`];
+    /// [`Error::Shutdown`] as soon as the client shuts down; connection
+    /// errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe: a dropped `acquire` never keeps a permit; an attempt in
+    /// flight completes in the background and gives back what it took.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// // One slot for at most 2 minutes: a crashed renderer cannot keep it.
+    /// let permit = slots.acquire(1, Some(Duration::from_secs(120))).await?;
+    /// // ... render the invoice PDF ...
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire(&self, permits: u32, lease: Option<Duration>) -> Result<ExpirablePermits> {
+        let terms = Terms::new(permits, lease)?;
+        self.pool.wait(|| take(self.clone(), terms)).await
+    }
+
+    /// Takes `permits` leased for `lease` if that many are available now
+    /// (Redisson's `tryAcquire`); `None` otherwise.
+    ///
+    /// # Errors
+    ///
+    /// As [`RPermitExpirableSemaphore::acquire`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe, as [`RPermitExpirableSemaphore::acquire`].
+    ///
+    /// ```no_run
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// if let Some(permits) = slots.try_acquire(2, None).await? {
+    ///     // ... render both halves of the statement; no lease, so no expiry ...
+    ///     permits.release().await?;
+    /// } else {
+    ///     println!("fewer than 2 render slots free right now");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_acquire(
+        &self,
+        permits: u32,
+        lease: Option<Duration>,
+    ) -> Result<Option<ExpirablePermits>> {
+        let terms = Terms::new(permits, lease)?;
+        self.pool.try_once(take(self.clone(), terms)).await
+    }
+
+    /// Takes `permits` leased for `lease`, waiting at most `wait` (Redisson's
+    /// `tryAcquire(permits, wait, lease)`); `None` if not in time.
+    ///
+    /// # Errors
+    ///
+    /// As [`RPermitExpirableSemaphore::acquire`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe, as [`RPermitExpirableSemaphore::acquire`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// let (wait, lease) = (Duration::from_secs(5), Some(Duration::from_secs(60)));
+    /// let Some(permit) = slots.try_acquire_for(1, wait, lease).await? else {
+    ///     return Ok(()); // no slot within 5 s: render the PDF later
+    /// };
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_acquire_for(
+        &self,
+        permits: u32,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<ExpirablePermits>> {
+        let deadline = Instant::now().checked_add(wait);
+        let terms = Terms::new(permits, lease)?;
+        self.pool
+            .wait_for(deadline, || take(self.clone(), terms))
+            .await
+    }
+
+    /// Returns the leased permits `ids` (Redisson's `release(ids)`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for no ids, or when some of them were
+    /// already released or had expired (the others are returned, as
+    /// Redisson does); [`Error::WrongType`]; connection errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropped after sending, the permits may or may not have been
+    /// returned, never twice.
+    ///
+    /// ```no_run
+    /// use redisson_lock::PermitId;
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// // A permit id handed over by the JVM renderer that leased it.
+    /// let id: PermitId = "00112233445566778899aabbccddeeff".parse()?;
+    /// slots.release(&[id]).await?; // Err(InvalidArgument) if it expired or was returned
+    /// # Ok(()) }
+    /// ```
+    pub async fn release(&self, ids: &[PermitId]) -> Result<()> {
+        let returned = self.try_release(ids).await?;
+        if returned < ids.len() {
+            return Err(Error::InvalidArgument(format!(
+                "{} of the permits {ids:?} of `{}` were already released or had expired",
+                ids.len() - returned,
+                self.name()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Returns those of the permits `ids` still leased, and says how many
+    /// (Redisson's `tryRelease`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidArgument`] for no ids; [`Error::WrongType`];
+    /// connection errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`RPermitExpirableSemaphore::release`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// let ids = slots.acquire(3, Some(Duration::from_secs(30))).await?.forget();
+    /// // ... a slow batch of invoice PDFs ...
+    /// let returned = slots.try_release(&ids).await?;
+    /// println!("{returned} returned, {} had expired already", ids.len() - returned);
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_release(&self, ids: &[PermitId]) -> Result<usize> {
+        if ids.is_empty() {
+            return Err(Error::InvalidArgument("no permit ids to release".into()));
+        }
+        let _busy = self.pool.object.enter()?;
+        release(&self.pool, ids).await
+    }
+
+    /// Deletes the semaphore and its leases (Redisson's `delete`: `DEL name
+    /// {name}:timeout`, no message). True if there was anything.
+    ///
+    /// # Errors
+    ///
+    /// Connection errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel-safe in effect.
+    ///
+    /// ```no_run
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// // Retire the pool: the counter and every lease go, and nobody is told.
+    /// if slots.delete().await? {
+    ///     println!("render-slots removed");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn delete(&self) -> Result<bool> {
+        let keys = vec![self.name().to_string(), self.leases_key()];
+        self.pool.delete(keys).await
+    }
+}
+
+impl fmt::Debug for RPermitExpirableSemaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RPermitExpirableSemaphore")
+            .field("name", &self.name())
+            .finish()
+    }
+}

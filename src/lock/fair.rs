@@ -54,7 +54,7 @@ pub enum Fair {}
 impl Kind for Fair {
     type Guard = LockGuard;
 
-    fn guard(granted: sealed::Granted) -> crate::Result<LockGuard> {
+    fn guard(granted: sealed::Granted) -> crate::error::Result<LockGuard> {
         Ok(LockGuard::new(granted.0))
     }
 }
@@ -79,8 +79,8 @@ impl<K: Queued> Lock<K> {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::Connection`] / [`crate::Error::Timeout`], and
-    /// [`crate::Error::WrongType`] for a queue key of another type.
+    /// [`crate::error::Error::Connection`] / [`crate::error::Error::Timeout`], and
+    /// [`crate::error::Error::WrongType`] for a queue key of another type.
     ///
     /// # Cancel safety
     ///
@@ -118,8 +118,8 @@ impl<K: Queued> Lock<K> {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::Connection`] / [`crate::Error::Timeout`] (whether the
-    /// keys were deleted is then unknown); [`crate::Error::ReplicasNotSynced`]
+    /// [`crate::error::Error::Connection`] / [`crate::error::Error::Timeout`] (whether the
+    /// keys were deleted is then unknown); [`crate::error::Error::ReplicasNotSynced`]
     /// when too few replicas confirmed it (it did happen on the primary).
     ///
     /// # Cancel safety

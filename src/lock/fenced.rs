@@ -59,13 +59,13 @@ pub enum Fenced {}
 impl Kind for Fenced {
     type Guard = FencedGuard;
 
-    fn guard(granted: sealed::Granted) -> crate::Result<FencedGuard> {
+    fn guard(granted: sealed::Granted) -> crate::error::Result<FencedGuard> {
         let guard = LockGuard::new(granted.0);
         // The engine gives back a grant whose token it could not read, so
         // this is only a guard against that ever changing: the hold goes
         // back as the guard drops.
         let Some(token) = granted.1 else {
-            return Err(crate::Error::redis(format!(
+            return Err(crate::error::Error::redis(format!(
                 "the fenced lock `{}` was granted without a fencing token",
                 guard.name()
             )));
@@ -93,8 +93,8 @@ impl Lock<Fenced> {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::Connection`] / [`crate::Error::Timeout`], and
-    /// [`crate::Error::WrongType`].
+    /// [`crate::error::Error::Connection`] / [`crate::error::Error::Timeout`], and
+    /// [`crate::error::Error::WrongType`].
     ///
     /// # Cancel safety
     ///
@@ -126,8 +126,8 @@ impl Lock<Fenced> {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::Connection`] / [`crate::Error::Timeout`] (whether the
-    /// keys were deleted is then unknown); [`crate::Error::ReplicasNotSynced`]
+    /// [`crate::error::Error::Connection`] / [`crate::error::Error::Timeout`] (whether the
+    /// keys were deleted is then unknown); [`crate::error::Error::ReplicasNotSynced`]
     /// when too few replicas confirmed it (it did happen on the primary).
     ///
     /// # Cancel safety
@@ -174,9 +174,9 @@ impl FencedGuard {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::Connection`] / [`crate::Error::Timeout`];
-    /// [`crate::Error::WrongType`] if the fence key holds something else;
-    /// [`crate::Error::ReplicasNotSynced`] if it was written on the primary
+    /// [`crate::error::Error::Connection`] / [`crate::error::Error::Timeout`];
+    /// [`crate::error::Error::WrongType`] if the fence key holds something else;
+    /// [`crate::error::Error::ReplicasNotSynced`] if it was written on the primary
     /// but too few replicas confirmed it (calling it again with the same
     /// value is safe: the token check lets the same token write again).
     ///

@@ -108,7 +108,7 @@ impl LockGuard {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::Connection`] / [`crate::Error::Timeout`].
+    /// [`crate::error::Error::Connection`] / [`crate::error::Error::Timeout`].
     ///
     /// # Cancel safety
     ///
@@ -221,10 +221,10 @@ impl LockGuard {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::LockLost`] if the lock was lost meanwhile (the unlock
+    /// [`crate::error::Error::LockLost`] if the lock was lost meanwhile (the unlock
     /// script still ran: it touches only this owner's field);
-    /// [`crate::Error::NotHeld`] if Redis says this owner no longer holds it;
-    /// [`crate::Error::Shutdown`] if the client's shutdown released it.
+    /// [`crate::error::Error::NotHeld`] if Redis says this owner no longer holds it;
+    /// [`crate::error::Error::Shutdown`] if the client's shutdown released it.
     ///
     /// # Cancel safety
     ///

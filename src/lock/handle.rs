@@ -29,7 +29,7 @@ pub trait Kind: sealed::Sealed + Send + Sync + 'static {
     type Guard: Send + 'static;
 
     #[doc(hidden)]
-    fn guard(granted: sealed::Granted) -> crate::Result<Self::Guard>;
+    fn guard(granted: sealed::Granted) -> crate::error::Result<Self::Guard>;
 }
 
 pub(crate) mod sealed {
@@ -139,13 +139,13 @@ impl<K: Kind> Lock<K> {
     /// takes), runs `work` inside the guard's scope (so `work` may take the
     /// lock again), and always releases it. `work` gets the lost signal, to
     /// stop before writing; if the lock is lost first, `work` is dropped and
-    /// the result is [`crate::Error::LockLost`]. A panic in `work` releases
+    /// the result is [`crate::error::Error::LockLost`]. A panic in `work` releases
     /// the lock too (the guard is dropped while unwinding). For a bounded
     /// wait or a lease: `lock.acquire().wait(d).lease(l).run(work)`.
     ///
     /// # Errors
     ///
-    /// As [`Lock::lock`]; [`crate::Error::LockLost`] when the lock was lost
+    /// As [`Lock::lock`]; [`crate::error::Error::LockLost`] when the lock was lost
     /// before `work` finished or could not be released cleanly.
     ///
     /// # Cancel safety
@@ -179,11 +179,11 @@ impl<K: Kind> Lock<K> {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::WrongType`] if the key is not a lock hash,
-    /// [`crate::Error::Connection`] / [`crate::Error::Timeout`] if Redis
-    /// fails (a waiter then stops waiting), [`crate::Error::Shutdown`] once
-    /// the client shuts down, [`crate::Error::LockLost`] for a re-entry into
-    /// a hold that was lost, [`crate::Error::InvalidArgument`] for a request
+    /// [`crate::error::Error::WrongType`] if the key is not a lock hash,
+    /// [`crate::error::Error::Connection`] / [`crate::error::Error::Timeout`] if Redis
+    /// fails (a waiter then stops waiting), [`crate::error::Error::Shutdown`] once
+    /// the client shuts down, [`crate::error::Error::LockLost`] for a re-entry into
+    /// a hold that was lost, [`crate::error::Error::InvalidArgument`] for a request
     /// that could never succeed (a reader asking for the write lock).
     ///
     /// # Cancel safety
@@ -211,7 +211,7 @@ impl<K: Kind> Lock<K> {
     ///
     /// # Errors
     ///
-    /// As [`Lock::lock`]; [`crate::Error::Timeout`] also when an operation
+    /// As [`Lock::lock`]; [`crate::error::Error::Timeout`] also when an operation
     /// of the same owner is still settling after one command timeout.
     ///
     /// # Cancel safety
@@ -265,7 +265,7 @@ impl<K: Kind> Lock<K> {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::NotHeld`] when the current owner does not hold it
+    /// [`crate::error::Error::NotHeld`] when the current owner does not hold it
     /// (Redisson's `IllegalMonitorStateException`); otherwise as
     /// [`Lock::lock`].
     ///
@@ -296,7 +296,7 @@ impl<K: Kind> Lock<K> {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::WrongType`] for a key of another type (left alone).
+    /// [`crate::error::Error::WrongType`] for a key of another type (left alone).
     ///
     /// # Cancel safety
     ///
@@ -322,8 +322,8 @@ impl<K: Kind> Lock<K> {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::Connection`] / [`crate::Error::Timeout`], and
-    /// [`crate::Error::WrongType`] where the kind reads the hash.
+    /// [`crate::error::Error::Connection`] / [`crate::error::Error::Timeout`], and
+    /// [`crate::error::Error::WrongType`] where the kind reads the hash.
     ///
     /// # Cancel safety
     ///

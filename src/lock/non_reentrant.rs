@@ -34,7 +34,7 @@ const REACQUIRE: &str = "NON_REENTRANT_REACQUIRE";
 /// A second acquisition by the owner that holds it (inside the guard's
 /// [`LockGuard::scope`], through the same [`Lock::with_owner`] owner, or
 /// after an `RLock` of the same name and owner took it) fails at once with
-/// [`crate::Error::AlreadyHeld`], never waits, and changes nothing; Java
+/// [`crate::error::Error::AlreadyHeld`], never waits, and changes nothing; Java
 /// throws `IllegalMonitorStateException` there. Everyone else waits for it
 /// as for an `RLock`, and it waits for them: Java's non-reentrant lock, its
 /// `getLock` and Rust's `RLock` of the same name all exclude it.
@@ -57,7 +57,7 @@ pub type RNonReentrantLock = Lock<NonReentrant>;
 /// Redisson's non-reentrant fair lock (`getNonReentrantFairLock(name)`,
 /// 4.4+): an [`crate::RFairLock`] that its holder cannot take again. Waiters
 /// are served in line with the fair lock's own (Java or Rust, reentrant or
-/// not); a re-entry fails at once with [`crate::Error::AlreadyHeld`] and never
+/// not); a re-entry fails at once with [`crate::error::Error::AlreadyHeld`] and never
 /// joins the queue. See [`Lock`] for the operations, and
 /// [`Lock::queue`] / [`Lock::delete`].
 ///
@@ -82,7 +82,7 @@ pub enum NonReentrantFair {}
 impl Kind for NonReentrant {
     type Guard = LockGuard;
 
-    fn guard(granted: sealed::Granted) -> crate::Result<LockGuard> {
+    fn guard(granted: sealed::Granted) -> crate::error::Result<LockGuard> {
         Ok(LockGuard::new(granted.0))
     }
 }
@@ -96,7 +96,7 @@ impl sealed::Sealed for NonReentrant {
 impl Kind for NonReentrantFair {
     type Guard = LockGuard;
 
-    fn guard(granted: sealed::Granted) -> crate::Result<LockGuard> {
+    fn guard(granted: sealed::Granted) -> crate::error::Result<LockGuard> {
         Ok(LockGuard::new(granted.0))
     }
 }

@@ -214,14 +214,14 @@ pub enum Write {}
 impl Kind for Read {
     type Guard = LockGuard;
 
-    fn guard(granted: sealed::Granted) -> crate::Result<LockGuard> {
+    fn guard(granted: sealed::Granted) -> crate::error::Result<LockGuard> {
         Ok(LockGuard::new(granted.0))
     }
 }
 impl Kind for Write {
     type Guard = LockGuard;
 
-    fn guard(granted: sealed::Granted) -> crate::Result<LockGuard> {
+    fn guard(granted: sealed::Granted) -> crate::error::Result<LockGuard> {
         Ok(LockGuard::new(granted.0))
     }
 }

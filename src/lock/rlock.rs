@@ -37,7 +37,7 @@ pub enum Reentrant {}
 impl Kind for Reentrant {
     type Guard = LockGuard;
 
-    fn guard(granted: sealed::Granted) -> crate::Result<LockGuard> {
+    fn guard(granted: sealed::Granted) -> crate::error::Result<LockGuard> {
         Ok(LockGuard::new(granted.0))
     }
 }

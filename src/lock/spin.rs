@@ -44,7 +44,7 @@ pub enum Spin {}
 impl Kind for Spin {
     type Guard = LockGuard;
 
-    fn guard(granted: sealed::Granted) -> crate::Result<LockGuard> {
+    fn guard(granted: sealed::Granted) -> crate::error::Result<LockGuard> {
         Ok(LockGuard::new(granted.0))
     }
 }

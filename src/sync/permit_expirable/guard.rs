@@ -65,7 +65,7 @@ impl ExpirablePermits {
     ///
     /// # Errors
     ///
-    /// [`Error::Shutdown`](crate::Error::Shutdown) if the client's shutdown
+    /// [`Error::Shutdown`](crate::error::Error::Shutdown) if the client's shutdown
     /// gave them back already; connection errors.
     ///
     /// # Cancel safety

@@ -146,9 +146,9 @@ impl LockGuard {
     /// use redisson_lock::SafetyLevel;
     /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
     /// let guard = lock.lock().await?;
-    /// if let SafetyLevel::Replicas { acked, known } = guard.safety() {
-    ///     if acked < known {
-    ///         eprintln!("payout lock on {acked} of {known} replicas: a failover may lose it");
+    /// if let SafetyLevel::Replicas { acked, promotable } = guard.safety() {
+    ///     if acked < promotable {
+    ///         eprintln!("payout lock on {acked} of {promotable} replicas: a failover may lose it");
     ///     }
     /// }
     /// guard.unlock().await?;

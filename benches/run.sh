@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the benchmarks (about 11 minutes) and plots them into docs/.
+# Runs the benchmarks (about 21 minutes) and plots them into docs/.
 # Needs redis-server, java (the interop peer jar: bash .ci/run builds it) and python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 cargo run --release -p redisson-lock-bench -- "$@" --out target/bench-results.json | tee target/bench-tables.md
 cargo run --release -p redisson-lock-bench -- cluster "$@" --out target/bench-cluster.json | tee -a target/bench-tables.md
 cargo run --release -p redisson-lock-bench -- ls 100000 "$@" --out target/bench-ls.json | tee -a target/bench-tables.md
+cargo run --release -p redisson-lock-bench -- discovery "$@" --out target/bench-discovery.json | tee -a target/bench-tables.md
 if [ ! -x target/plot-venv/bin/python ]; then
   python3 -m venv target/plot-venv
   target/plot-venv/bin/pip install -q matplotlib
@@ -16,4 +17,5 @@ target/plot-venv/bin/python benches/plot.py target/bench-results.json docs
 cp target/bench-results.json docs/bench-results.json
 cp target/bench-cluster.json docs/bench-cluster.json
 cp target/bench-ls.json docs/bench-ls.json
+cp target/bench-discovery.json docs/bench-discovery.json
 python3 benches/report.py docs/bench-results.json docs/benchmarks.md

@@ -39,18 +39,20 @@ features=redisson-lock/redisson-config,redisson-lock/metrics
 # Single server: every object family with its Redis layout, live against
 # the JVM (lock, read-write, fair, fenced, spin, multi, semaphores, latch),
 # and the CLI.
-single=(lock_state read_write fair fenced_spin multi_run semaphore count_down_latch interop interop_sync)
-cli=(cli ops)
+single=(lock_state read_write fair fenced_spin multi_run semaphore count_down_latch interop interop_sync audit)
+cli=(cli ops audit_cli)
 # A cluster (3 primaries with a replica each): sharded pub/sub where the
 # server has it, classic on Redis 6; JVM and Rust wake each other either way.
-cluster=(cluster interop_cluster)
-# Redis 6 lacks what four cluster tests use to look at the server, not the
+cluster=(cluster interop_cluster audit_cluster)
+# Redis 6 lacks what five cluster tests use to look at the server, not the
 # client: INFO errorstats (6.2), CLUSTER ADDSLOTSRANGE (7.0), sharded
-# channels that follow their slot (7.0), sharded subscribers of semaphores.
+# channels that follow their slot (7.0), sharded subscribers of semaphores
+# and of an idle waiter.
 cluster_redis6_skip=(--skip an_acquire_refused_with_moved --skip a_cluster_behind_one_address
-                     --skip waiters_follow_their_shard_subscription --skip semaphores_and_latches_wake)
+                     --skip waiters_follow_their_shard_subscription --skip semaphores_and_latches_wake
+                     --skip a_subscribed_waiter_reads_no_slot_map)
 # Sentinel: 1 primary, 2 replicas, 3 sentinels of the same server.
-sentinel=(sentinel)
+sentinel=(sentinel audit_sentinel)
 # Servers run side by side, this many at a time (the tests mostly wait on
 # timers and servers, not on the two cores).
 jobs=${MATRIX_JOBS:-2}

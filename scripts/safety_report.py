@@ -32,14 +32,15 @@ def errors(c):
 
 rows = [
     "| deployment | fault | quorum | failovers | sections (JVM) | silent (of which at risk) | silent after a JVM holder "
-    "| signalled: lost first / new holder told | token regressions (after a JVM token) | recovery p50 / max (ms) |",
-    "|---|---|---|---|---|---|---|---|---|---|",
+    "| fenced | signalled: lost first / new holder told | token regressions (after a JVM token) | recovery p50 / max (ms) |",
+    "|---|---|---|---|---|---|---|---|---|---|---|",
 ]
 for c in cells:
     rows.append(
-        f"| {c['deployment']} | {c['fault']} | {QUORUM[c['quorum']]} | {c['failovers']} of {c['episodes']} "
+        f"| {c['deployment']} | {c['fault']} | {QUORUM[c['quorum']]} | {c['failovers']} of {c['episodes']}"
+        f"{' (' + str(len(c.get('failed_faults', []))) + ' failed)' if c.get('failed_faults') else ''} "
         f"| {c['sections']} ({c['jvm_sections']}) | **{c['silent']}** ({c['silent_but_at_risk']}) | {c['silent_after_jvm']} "
-        f"| {c['signalled_lost']} / {c['signalled_new_holder']} "
+        f"| {c.get('fenced', 0)} | {c['signalled_lost']} / {c['signalled_new_holder']} "
         f"| **{c['token_regressions']}** ({c['token_regressions_after_jvm']}) | {recovery(c)} |"
     )
 table = "\n".join(rows) + "\n"

@@ -3,18 +3,24 @@
 
 use std::sync::Arc;
 
-use fred::clients::Client;
 use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::engine::watchdog::WatchdogStats;
 use crate::engine::Engine;
 use crate::error::Result;
+use crate::lock::fair::RFairLock;
+use crate::lock::fenced::RFencedLock;
+use crate::lock::group::{GroupValue, RGroupLock};
+use crate::lock::multi::RMultiLock;
+use crate::lock::non_reentrant::{RNonReentrantFairLock, RNonReentrantLock};
+use crate::lock::read_write::RReadWriteLock;
+use crate::lock::rlock::RLock;
+use crate::lock::spin::RSpinLock;
 use crate::naming;
-use crate::{
-    RCountDownLatch, RFairLock, RFencedLock, RGroupLock, RLock, RMultiLock, RNonReentrantFairLock,
-    RNonReentrantLock, RPermitExpirableSemaphore, RReadWriteLock, RSemaphore, RSpinLock,
-};
+use crate::sync::count_down_latch::RCountDownLatch;
+use crate::sync::permit_expirable::RPermitExpirableSemaphore;
+use crate::sync::semaphore::RSemaphore;
 
 /// A connection to Redis that hands out locks, like Redisson's `RedissonClient`.
 ///
@@ -67,9 +73,11 @@ impl RedissonClient {
         // Behind `dyn`, for the reason of `engine::boxed_reply`: starting
         // awaits many fred futures.
         let start: futures::future::BoxFuture<'static, _> = Box::pin(Engine::start(config));
-        Ok(RedissonClient {
-            engine: start.await?,
-        })
+        let engine = start.await?;
+        // The cheap part of the audit, in the background: a WARN per finding
+        // that can break exclusion, never a wait or an error here.
+        crate::audit::startup::spawn(&engine);
+        Ok(RedissonClient { engine })
     }
 
     /// Connects to `url` with default settings.
@@ -228,11 +236,12 @@ impl RedissonClient {
 
     /// A group multi lock over `values` of `group` (Redisson's
     /// `getMultiLock(String group, Collection<Object> values)`): every value
-    /// held together or not at all, in the one hash `group`. Each value is
-    /// given as the bytes the Java side's codec writes for it: a `String`'s
-    /// UTF-8 under `StringCodec`, [`crate::naming::kryo5_string`] under
-    /// Redisson's default `Kryo5Codec` (see [`RGroupLock`]). Duplicates count
-    /// once. Nothing is sent to Redis; the group name is checked.
+    /// held together or not at all, in the one hash `group`. Each value says
+    /// how the Java side's codec writes it ([`GroupValue::kryo5`] for
+    /// Redisson's default codec, [`GroupValue::string`] for `StringCodec`):
+    /// the same string under another codec is another value, which would
+    /// never exclude the Java side's. Duplicates count once. Nothing is sent
+    /// to Redis; the group name is checked.
     ///
     /// # Errors
     ///
@@ -240,18 +249,20 @@ impl RedissonClient {
     /// [`crate::Error::InvalidArgument`] without values.
     ///
     /// ```no_run
+    /// use redisson_lock::GroupValue;
     /// # async fn demo(client: redisson_lock::RedissonClient) -> redisson_lock::Result<()> {
-    /// // A JVM service with `StringCodec` locks the same values with
+    /// // A JVM service on Redisson's default codec locks the same values with
     /// // redisson.getMultiLock("students", List.of("student:001", "student:002")).
-    /// let pair = client.group_lock("students", ["student:001", "student:002"])?;
+    /// let students = ["student:001", "student:002"].map(GroupValue::kryo5);
+    /// let pair = client.group_lock("students", students)?;
     /// let guard = pair.lock().await?;
     /// guard.unlock().await?;
     /// # Ok(()) }
     /// ```
-    pub fn group_lock<V: AsRef<[u8]>>(
+    pub fn group_lock(
         &self,
         group: &str,
-        values: impl IntoIterator<Item = V>,
+        values: impl IntoIterator<Item = GroupValue>,
     ) -> Result<RGroupLock> {
         self.checked(group)?;
         RGroupLock::new(self.engine.clone(), group, values)
@@ -336,11 +347,37 @@ impl RedissonClient {
         self.engine.holds.len()
     }
 
-    /// The underlying command connection, for commands of your own (status
-    /// queries, tests). Do not send lock scripts through it: on a cluster or
-    /// sentinel deployment it re-sends commands after a reconnect.
-    pub fn redis(&self) -> &Client {
-        &self.engine.redis
+    /// Sends one command of your own (`GET`, `TIME`, `EVAL`, ...) on the
+    /// client's command connection: on a cluster to the node that serves
+    /// `key` (any node when `key` is `None`), on Sentinel to the primary.
+    /// Sent once: a lost reply is an error, never a silent re-send. Not for
+    /// lock scripts, which only the lock objects send correctly.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidArgument`] for a command that is not one word;
+    /// [`crate::Error::Redis`] for Redis's error reply;
+    /// [`crate::Error::Connection`] / [`crate::Error::Timeout`];
+    /// [`crate::Error::Shutdown`] after [`RedissonClient::shutdown`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future does not stop a command already written.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::RedissonClient) -> redisson_lock::Result<()> {
+    /// let orders = client.command(Some("orders:42"), "HLEN", ["orders:42"]).await?;
+    /// println!("the orders lock has {:?} holders", orders.as_i64());
+    /// # Ok(()) }
+    /// ```
+    pub async fn command<S: AsRef<[u8]>>(
+        &self,
+        key: Option<&str>,
+        command: &str,
+        args: impl IntoIterator<Item = S>,
+    ) -> Result<crate::command::Reply> {
+        self.engine.ensure_open()?;
+        crate::command::send(&self.engine, key, command, args).await
     }
 
     /// Shuts the client down:

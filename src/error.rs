@@ -63,24 +63,27 @@ pub enum Error {
     Connection {
         /// What failed.
         message: String,
-        /// fred's error, when fred reported it.
-        source: Option<fred::error::Error>,
+        /// What the Redis client library reported, if it did: reached
+        /// through [`std::error::Error::source`].
+        source: Option<Cause>,
     },
     /// Redis refused the credentials.
     #[error("Redis authentication failed: {message}")]
     Auth {
         /// The server's refusal.
         message: String,
-        /// fred's error, when fred reported it.
-        source: Option<fred::error::Error>,
+        /// What the Redis client library reported, if it did: reached
+        /// through [`std::error::Error::source`].
+        source: Option<Cause>,
     },
     /// Redis answered with an error, or with a reply the crate did not expect.
     #[error("Redis error: {message}")]
     Redis {
         /// The error reply (`ERR ...`, `WRONGTYPE ...`) or what was unexpected.
         message: String,
-        /// fred's error, when the reply came through fred.
-        source: Option<fred::error::Error>,
+        /// What the Redis client library reported, if it did: reached
+        /// through [`std::error::Error::source`].
+        source: Option<Cause>,
     },
     /// A script was sent but its reply was lost, and reading the state
     /// afterwards did not succeed either, so whether it ran is unknown. An
@@ -136,6 +139,25 @@ fn not_synced_text(acked: u32, required: u32, promotable: u32, unsettled: Option
     }
 }
 
+/// What the Redis client library (fred) reported under an [`Error`]: its
+/// message, and the library's own error as this one's
+/// [`source`](std::error::Error::source). Opaque, so that the library can
+/// change without changing this crate's API.
+#[derive(Debug, Clone)]
+pub struct Cause(fred::error::Error);
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for Cause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
 // fred's texts the classification depends on; pinned by the tests below.
 /// fred's error when a command met a redirect it was not allowed to follow.
 const REDIRECTED: &str = "Too many redirections";
@@ -153,7 +175,7 @@ impl Error {
     pub(crate) fn from_redis(err: &fred::error::Error, timeout: Duration) -> Error {
         use fred::error::ErrorKind;
         let details = err.details().to_string();
-        let source = Some(err.clone());
+        let source = Some(Cause(err.clone()));
         match err.kind() {
             ErrorKind::Timeout => Error::Timeout(timeout),
             // A MOVED/ASK refused under `max_redirections = 0` (see
@@ -384,7 +406,10 @@ mod tests {
         ];
         for (fred, expected) in cases {
             let err = Error::from_redis(&fred, timeout);
-            let kept = err.source().and_then(|s| s.downcast_ref::<FredError>());
+            let kept = err
+                .source()
+                .and_then(|cause| cause.source())
+                .and_then(|s| s.downcast_ref::<FredError>());
             assert_eq!(kept, Some(&fred), "{err:?}");
             let got = match &err {
                 Error::Auth { .. } => "auth",

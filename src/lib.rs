@@ -19,6 +19,9 @@
 //! * Beyond Redisson: every [`LockGuard`] tells its holder when the lock is lost
 //!   ([`LostSignal`]); scripts are sent at most once, and a lost reply is
 //!   resolved by reading the state instead of being re-sent blindly.
+//! * [`RedissonClient::audit`] checks the deployment itself: an eviction
+//!   policy that drops lock keys, a server that restarts empty, a primary
+//!   without a replica, an ACL without `PUBLISH`, ... ([`audit`]).
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -89,7 +92,9 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod audit;
 mod client;
+mod command;
 mod config;
 mod engine;
 mod error;
@@ -106,18 +111,19 @@ mod topology;
 struct ReadmeDoctests;
 
 pub use client::RedissonClient;
+pub use command::Reply;
 #[cfg(feature = "redisson-config")]
 pub use config::RedissonFile;
 pub use config::MAX_LEASE;
 pub use config::{BackOff, Config, Delays, ReplicaQuorum, ShardedSubscriptionMode};
 pub use engine::lease::LostSignal;
-pub use engine::replica_sync::SafetyLevel;
+pub use engine::safety::SafetyLevel;
 pub use engine::watchdog::WatchdogStats;
-pub use error::{Error, Result};
+pub use error::{Cause, Error, Result};
 pub use lock::acquire::{Acquirable, Acquire, Bounded, UntilAcquired};
 pub use lock::fair::RFairLock;
 pub use lock::fenced::{FencedGuard, RFencedLock};
-pub use lock::group::RGroupLock;
+pub use lock::group::{GroupValue, RGroupLock};
 pub use lock::handle::Lock;
 pub use lock::multi::{MultiGuard, RMultiLock};
 pub use lock::non_reentrant::{RNonReentrantFairLock, RNonReentrantLock};

@@ -130,7 +130,7 @@ pub fn count_down_latch_channel_name(name: &str) -> String {
 }
 
 /// The hash field of an owner: `<client-id>:<owner-id>`.
-pub fn field_name(client_id: &str, owner: crate::OwnerId) -> String {
+pub fn field_name(client_id: &str, owner: crate::owner::OwnerId) -> String {
     format!("{client_id}:{owner}")
 }
 
@@ -424,7 +424,7 @@ mod tests {
         assert_eq!(
             field_name(
                 "8743c9c0-0795-4907-87fd-6c719a6b4586",
-                crate::OwnerId::new(1).unwrap()
+                crate::owner::OwnerId::new(1).unwrap()
             ),
             "8743c9c0-0795-4907-87fd-6c719a6b4586:1"
         );

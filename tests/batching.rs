@@ -171,9 +171,9 @@ async fn after_all_sent(client: &RedissonClient, raw: &Client, marker: &str) {
     for _ in 0..100 {
         tokio::task::yield_now().await;
     }
-    let (redis, key) = (client.redis().clone(), marker.to_string());
+    let (client, key) = (client.clone(), marker.to_string());
     tokio::spawn(async move {
-        let _: Result<(), _> = redis.set(key, "1", None, None, false).await;
+        let _ = client.command(Some(&key), "SET", [&key, "1"]).await;
     });
     within("the marker ran", async {
         while raw.exists::<i64, _>(marker).await.unwrap() == 0 {
@@ -269,7 +269,8 @@ async fn scripts_that_walk_data_go_out_few_at_a_time_never_batched() {
     let held = other
         .fair_lock(queue)
         .unwrap()
-        .lock_with_lease(lease)
+        .acquire()
+        .lease(lease)
         .await
         .unwrap();
     let waiting = client.fair_lock(queue).unwrap();
@@ -321,7 +322,7 @@ async fn scripts_that_walk_data_go_out_few_at_a_time_never_batched() {
     rw.read().lock().await.unwrap().unlock().await.unwrap();
     let mut readers = vec![];
     for _ in 0..TASKS {
-        readers.push(rw.read().lock_with_lease(lease).await.unwrap());
+        readers.push(rw.read().acquire().lease(lease).await.unwrap());
     }
     let before = evalshas().await;
     proxy.stall_replies();

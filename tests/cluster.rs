@@ -125,7 +125,8 @@ async fn waiters_follow_their_shard_subscription_through_failover_and_resharding
         let guard = holder
             .lock(name)
             .unwrap()
-            .lock_with_lease(Duration::from_secs(120))
+            .acquire()
+            .lease(Duration::from_secs(120))
             .await
             .unwrap();
         let lock = waiter.lock(name).unwrap();
@@ -191,6 +192,129 @@ async fn waiters_follow_their_shard_subscription_through_failover_and_resharding
     }
     holder.shutdown().await;
     waiter.shutdown().await;
+}
+
+/// While a waiter is subscribed to a shard channel and nothing moves, the
+/// client makes no new connection to any node: it compares its subscription
+/// with the view its cluster scans keep, and re-reads the slot map (which
+/// costs fred a new connection and three commands) only when they disagree.
+/// Before, it re-read the map every second while any channel was
+/// subscribed: this failed with "new connections while idle: 9".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscribed_waiter_reads_no_slot_map_while_nothing_moves() {
+    let cluster = Cluster::start().await;
+    let waiter = connect(&cluster, Duration::from_secs(2)).await;
+    let name = "idle-shipments";
+    let channel = naming::channel_name(name);
+    let owner = cluster.owner_of(naming::slot(name)).await;
+    // Held by someone else, for longer than the test.
+    let raw = node_client(owner).await;
+    let _: () = raw.hset(name, ("elsewhere:1", 1)).await.unwrap();
+    let _: () = raw.pexpire(name, 600_000, None).await.unwrap();
+    let lock = waiter.lock(name).unwrap();
+    let waiting = tokio::spawn(async move { lock.lock().await });
+    until("the waiter's shard subscription", || async {
+        shardnumsub(owner, &channel).await == 1
+    })
+    .await;
+
+    let mut nodes = vec![];
+    for node in &cluster.nodes {
+        nodes.push(node_client(node.port).await);
+    }
+    let connections = |nodes: &[Client]| {
+        let nodes = nodes.to_vec();
+        async move {
+            let mut total = 0;
+            for node in &nodes {
+                let info: String = node.info(Some(fred::types::InfoKind::Stats)).await.unwrap();
+                total += info
+                    .lines()
+                    .find_map(|l| l.strip_prefix("total_connections_received:"))
+                    .and_then(|n| n.trim().parse::<u64>().ok())
+                    .unwrap();
+            }
+            total
+        }
+    };
+    // CLUSTER NODES is counted as `cluster|nodes` from Redis 7, `cluster` before.
+    let scans = |nodes: &[Client]| {
+        let nodes = nodes.to_vec();
+        async move {
+            let mut total = 0;
+            for node in &nodes {
+                total += command_calls(node, "cluster|nodes").await
+                    + command_calls(node, "cluster").await;
+            }
+            total
+        }
+    };
+    let connections_before = connections(&nodes).await;
+    let scans_before = scans(&nodes).await;
+    // Two scans of the client: more than five checks of the subscription.
+    until("two cluster scans by the waiting client", || {
+        let scans = scans(&nodes);
+        async move { scans.await >= scans_before + 2 }
+    })
+    .await;
+    let new_connections = connections(&nodes).await - connections_before;
+    assert_eq!(
+        new_connections, 0,
+        "new connections while idle: {new_connections}"
+    );
+    assert!(!waiting.is_finished(), "the waiter still waits");
+    assert_eq!(shardnumsub(owner, &channel).await, 1);
+    waiting.abort();
+    waiter.shutdown().await;
+}
+
+/// A failover the client's cluster scan sees before its connections do:
+/// the connection's slot map still sends the lock's slot to the deposed
+/// primary, which the view says serves nothing. The acquire is not sent
+/// there; the connection re-reads its map and the acquire goes to the new
+/// primary. Before, the map was never re-read (nothing was sent that could
+/// bring back a MOVED) and this failed with `NoPrimary("127.0.0.1:… is not
+/// a primary in the cluster's last view")` once the settle budget ran out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_after_a_failover_only_the_view_saw_goes_to_the_new_primary() {
+    let cluster = Cluster::start().await;
+    let client = connect(&cluster, Duration::from_secs(2)).await;
+    let name = "view-first";
+    let lock = client.lock(name).unwrap();
+    // The connection learns the slot's owner.
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    let old = cluster.owner_of(naming::slot(name)).await;
+    let new = cluster.failover(old).await;
+
+    let mut nodes = vec![];
+    for node in &cluster.nodes {
+        nodes.push(node_client(node.port).await);
+    }
+    let scans = |nodes: &[Client]| {
+        let nodes = nodes.to_vec();
+        async move {
+            let mut total = 0;
+            for node in &nodes {
+                total += command_calls(node, "cluster|nodes").await
+                    + command_calls(node, "cluster").await;
+            }
+            total
+        }
+    };
+    let before = scans(&nodes).await;
+    until("a cluster scan by the client after the failover", || {
+        let scans = scans(&nodes);
+        async move { scans.await > before }
+    })
+    .await;
+
+    let guard = within("the acquire after the failover", lock.lock())
+        .await
+        .expect("the acquire goes to the new primary");
+    let on_new: bool = node_client(new).await.exists(name).await.unwrap();
+    assert!(on_new, "the lock is on the new primary {new}");
+    guard.unlock().await.unwrap();
+    client.shutdown().await;
 }
 
 /// A client whose slot map is stale after a resharding sends its acquire to

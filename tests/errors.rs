@@ -85,14 +85,14 @@ async fn zero_tiny_and_huge_durations_are_refused() {
     ] {
         assert!(
             matches!(
-                lock.lock_with_lease(lease).await,
+                lock.acquire().lease(lease).await,
                 Err(Error::InvalidArgument(_))
             ),
             "{lease:?}"
         );
         assert!(
             matches!(
-                lock.try_lock_for_with_lease(Duration::ZERO, lease).await,
+                lock.acquire().wait(Duration::ZERO).lease(lease).await,
                 Err(Error::InvalidArgument(_))
             ),
             "{lease:?}"
@@ -246,4 +246,50 @@ async fn passwords_never_appear_in_errors_or_debug_output() {
         "{}",
         seen[0]
     );
+}
+
+/// A server that accepts connections and never answers: connecting fails
+/// with a timeout that states the time really waited (fred's handshake
+/// timeout ends it long before the connect timeout plus the command
+/// timeout, which the message used to claim).
+#[tokio::test]
+async fn a_server_that_never_answers_is_reported_with_the_time_waited() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let held = tokio::spawn(async move {
+        let mut open = vec![];
+        while let Ok((socket, _)) = listener.accept().await {
+            open.push(socket);
+        }
+    });
+    let mut config = redisson_lock::Config::from_url(format!("redis://127.0.0.1:{port}"));
+    config.timeout = Duration::from_secs(1);
+    config.connect_timeout = Duration::from_secs(5);
+    let started = std::time::Instant::now();
+    let err = redisson_lock::RedissonClient::connect(config)
+        .await
+        .unwrap_err();
+    let waited = started.elapsed();
+    let text = err.to_string();
+    let stated = text
+        .rsplit("within ")
+        .next()
+        .and_then(|d| {
+            d.strip_suffix("ms")
+                .or(d.strip_suffix('s'))
+                .map(|n| (n, d.ends_with("ms")))
+        })
+        .and_then(|(n, ms)| {
+            n.trim()
+                .parse::<f64>()
+                .ok()
+                .map(|n| if ms { n / 1000.0 } else { n })
+        })
+        .unwrap_or_else(|| panic!("no duration in {text:?}"));
+    assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
+    assert!(
+        stated <= waited.as_secs_f64(),
+        "the error claims {stated} s, the client waited {waited:?}: {text}"
+    );
+    held.abort();
 }

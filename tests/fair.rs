@@ -193,7 +193,7 @@ async fn java_and_rust_share_a_counter_through_a_fair_lock() {
                 let (rust, overlaps) = (rust.clone(), overlaps.clone());
                 tokio::spawn(async move {
                     let lock = rust.fair_lock("fair-counted").unwrap();
-                    let redis = rust.redis();
+                    let redis = &fred_of(&rust).await;
                     for _ in 0..50 {
                         let guard = lock.lock().await.unwrap();
                         counted_section(redis, &overlaps).await;
@@ -212,7 +212,7 @@ async fn java_and_rust_share_a_counter_through_a_fair_lock() {
         let java_overlaps = within("Java contender", java_run).await.unwrap().unwrap();
         assert_eq!(java_overlaps, "0", "{version}");
         assert_eq!(overlaps.load(Ordering::SeqCst), 0, "{version}");
-        let counter: String = rust.redis().get("counter").await.unwrap();
+        let counter: String = fred_of(&rust).await.get("counter").await.unwrap();
         assert_eq!(counter, "200", "{version}");
         java.quit().await;
     }

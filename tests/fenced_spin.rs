@@ -55,7 +55,8 @@ async fn a_stale_holder_cannot_write_after_a_newer_one() {
     let lock = client.fenced_lock("stale").unwrap();
     // An old holder whose lease ran out while it was paused...
     let old = lock
-        .lock_with_lease(Duration::from_millis(200))
+        .acquire()
+        .lease(Duration::from_millis(200))
         .await
         .unwrap();
     within("the old lease runs out", old.lost()).await;
@@ -172,7 +173,7 @@ async fn java_and_rust_spin_locks_never_overlap() {
             let (rust, overlaps) = (rust.clone(), overlaps.clone());
             tokio::spawn(async move {
                 let lock = rust.spin_lock("spun").unwrap();
-                let redis = rust.redis();
+                let redis = &fred_of(&rust).await;
                 for _ in 0..60 {
                     let guard = lock.lock().await.unwrap();
                     counted_section(redis, &overlaps).await;
@@ -184,7 +185,7 @@ async fn java_and_rust_spin_locks_never_overlap() {
         let java_overlaps = within("Java contender", java_run).await.unwrap().unwrap();
         assert_eq!(java_overlaps, "0", "{version}");
         assert_eq!(overlaps.load(Ordering::SeqCst), 0, "{version}");
-        let counter: String = rust.redis().get("counter").await.unwrap();
+        let counter: String = fred_of(&rust).await.get("counter").await.unwrap();
         assert_eq!(counter, "120", "{version}");
         java.quit().await;
     }
@@ -226,7 +227,7 @@ async fn bad_inputs_are_typed_errors_and_touch_nothing() {
     ));
     let spin = client.spin_lock("spin").unwrap();
     assert!(matches!(
-        spin.lock_with_lease(Duration::ZERO).await,
+        spin.acquire().lease(Duration::ZERO).await,
         Err(Error::InvalidArgument(_))
     ));
     assert!(matches!(

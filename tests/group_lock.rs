@@ -12,7 +12,7 @@ use common::java::{JavaPeer, NEWEST_VERSIONS};
 use common::*;
 use fred::prelude::*;
 use redisson_lock::naming::{kryo5_string, value_field};
-use redisson_lock::{Error, OwnerId, RedissonClient, Unlocked};
+use redisson_lock::{Error, GroupValue, OwnerId, RedissonClient, Unlocked};
 
 fn now_ms() -> i64 {
     SystemTime::now()
@@ -58,7 +58,9 @@ async fn values_are_held_all_or_nothing_in_one_hash() {
     let client = client(&server, Duration::from_secs(30)).await;
     let lease = Duration::from_secs(30);
 
-    let ab = client.group_lock("g", ["a", "b", "a"]).unwrap();
+    let ab = client
+        .group_lock("g", ["a", "b", "a"].map(GroupValue::string))
+        .unwrap();
     assert_eq!(ab.group(), "g");
     assert_eq!(
         ab.value_fields(),
@@ -80,10 +82,14 @@ async fn values_are_held_all_or_nothing_in_one_hash() {
     assert_eq!(guard.hold_count().await.unwrap(), 2);
 
     // A value set sharing "b" is refused whole; a disjoint one is free.
-    let bc = client.group_lock("g", ["b", "c"]).unwrap();
+    let bc = client
+        .group_lock("g", ["b", "c"].map(GroupValue::string))
+        .unwrap();
     assert!(bc.try_lock().await.unwrap().is_none());
     assert!(!bc.is_held_by(guard.owner()).await.unwrap());
-    let c = client.group_lock("g", ["c"]).unwrap();
+    let c = client
+        .group_lock("g", ["c"].map(GroupValue::string))
+        .unwrap();
     let c_guard = c.try_lock().await.unwrap().expect("c is free");
     assert!(bc.is_locked().await.unwrap());
     let mut expected = holds(&["a", "b"], &me, 2);
@@ -110,7 +116,7 @@ async fn values_are_held_all_or_nothing_in_one_hash() {
     assert_eq!(again.unlock().await.unwrap(), Unlocked::StillHeld);
     assert_eq!(held.unlock().await.unwrap(), Unlocked::Released);
     // No values, no lock.
-    let none: [&str; 0] = [];
+    let none: [GroupValue; 0] = [];
     assert!(matches!(
         client.group_lock("g", none),
         Err(Error::InvalidArgument(_))
@@ -129,15 +135,17 @@ async fn a_release_wakes_the_waiter_of_the_value_it_freed() {
     let waiters = client(&server, Duration::from_secs(30)).await;
     let lease = Duration::from_secs(120);
     let held_a = holders
-        .group_lock("seats", ["a"])
+        .group_lock("seats", ["a"].map(GroupValue::string))
         .unwrap()
-        .lock_with_lease(lease)
+        .acquire()
+        .lease(lease)
         .await
         .unwrap();
     let held_b = holders
-        .group_lock("seats", ["b"])
+        .group_lock("seats", ["b"].map(GroupValue::string))
         .unwrap()
-        .lock_with_lease(lease)
+        .acquire()
+        .lease(lease)
         .await
         .unwrap();
     let raw = server.raw().await;
@@ -146,7 +154,9 @@ async fn a_release_wakes_the_waiter_of_the_value_it_freed() {
     let before = scripts().await;
     let mut tasks = vec![];
     for value in ["a", "b"] {
-        let lock = waiters.group_lock("seats", [value]).unwrap();
+        let lock = waiters
+            .group_lock("seats", [GroupValue::string(value)])
+            .unwrap();
         tasks.push(tokio::spawn(async move { lock.lock().await }));
     }
     await_subscribers(&server, "redisson_lock__channel:{seats}", 1).await;
@@ -178,7 +188,9 @@ async fn the_watchdog_renews_every_value_and_force_unlock_frees_them() {
     let raw = server.raw().await;
     let client = client(&server, Duration::from_millis(600)).await;
     let other = common::client(&server, Duration::from_secs(30)).await;
-    let lock = client.group_lock("renewed", ["x", "y"]).unwrap();
+    let lock = client
+        .group_lock("renewed", ["x", "y"].map(GroupValue::string))
+        .unwrap();
     let guard = lock.lock().await.unwrap();
     let h = value_field(b"x");
     let field = format!("{h}:{}:expire_time", guard.field());
@@ -194,7 +206,9 @@ async fn the_watchdog_renews_every_value_and_force_unlock_frees_them() {
     let renewed: i64 = raw.hget("renewed", &field).await.unwrap();
     assert!(renewed > first, "{renewed} <= {first}");
     assert!(!guard.is_lost());
-    let rival = other.group_lock("renewed", ["y"]).unwrap();
+    let rival = other
+        .group_lock("renewed", ["y"].map(GroupValue::string))
+        .unwrap();
     assert!(rival.try_lock().await.unwrap().is_none());
 
     assert!(rival.force_unlock().await.unwrap());
@@ -204,7 +218,7 @@ async fn the_watchdog_renews_every_value_and_force_unlock_frees_them() {
     assert!(matches!(guard.unlock().await, Err(Error::LockLost { .. })));
     // Its unlock still released x, which is its own.
     assert!(other
-        .group_lock("renewed", ["x"])
+        .group_lock("renewed", ["x"].map(GroupValue::string))
         .unwrap()
         .try_lock()
         .await
@@ -226,7 +240,9 @@ async fn a_lost_acquire_reply_is_resolved_by_reading_the_values() {
     let (server, proxy, client) = proxied(|_| {}).await;
     let raw = server.raw().await;
     warm_up(&server, &client).await;
-    let lock = client.group_lock("lost", ["p", "q"]).unwrap();
+    let lock = client
+        .group_lock("lost", ["p", "q"].map(GroupValue::string))
+        .unwrap();
     lock.try_lock()
         .await
         .unwrap()
@@ -290,11 +306,13 @@ async fn java_and_rust_group_locks_share_values() {
             holds(&["a", "b"], &java_field(1), 1),
             "{version}"
         );
-        let bc = rust.group_lock("g", ["b", "c"]).unwrap();
+        let bc = rust
+            .group_lock("g", ["b", "c"].map(GroupValue::string))
+            .unwrap();
         assert!(bc.try_lock().await.unwrap().is_none(), "{version}");
         assert!(bc.is_locked().await.unwrap());
         let c = rust
-            .group_lock("g", ["c"])
+            .group_lock("g", ["c"].map(GroupValue::string))
             .unwrap()
             .try_lock()
             .await
@@ -337,7 +355,9 @@ async fn java_and_rust_group_locks_share_values() {
         assert_eq!(java.ok("groupIsLocked g/b").await, "false");
         assert_eq!(java.ok("groupIsLocked g/a").await, "true", "a is not bc's");
         java.ok("groupForceUnlock g/a").await;
-        let ab = rust.group_lock("g", ["a", "b"]).unwrap();
+        let ab = rust
+            .group_lock("g", ["a", "b"].map(GroupValue::string))
+            .unwrap();
         let guard = ab.try_lock().await.unwrap().expect("all free");
         assert_eq!(
             java.ok("groupForceUnlock g/a,b").await,
@@ -369,9 +389,9 @@ async fn a_jvm_on_the_default_codec_shares_kryo_framed_values() {
             "{value}: {fields:?}"
         );
     }
-    let framed = rust.group_lock("k", [kryo5_string("é")]).unwrap();
+    let framed = rust.group_lock("k", [GroupValue::kryo5("é")]).unwrap();
     assert!(framed.try_lock().await.unwrap().is_none(), "{version}");
-    let plain = rust.group_lock("k", ["é"]).unwrap();
+    let plain = rust.group_lock("k", ["é"].map(GroupValue::string)).unwrap();
     plain
         .try_lock()
         .await
@@ -391,4 +411,53 @@ async fn a_jvm_on_the_default_codec_shares_kryo_framed_values() {
         .unwrap();
     java.quit().await;
     rust.shutdown().await;
+}
+
+/// Values the JVM-computed fixtures did not cover: 32 bytes and more (the
+/// HighwayHash of a full 32-byte packet and a remainder), a String longer
+/// than Kryo's short form, and non-ASCII text (Kryo's UTF-16 framing,
+/// surrogate pairs included), under both codecs. The Rust side names each
+/// value with its codec and lands on the fields Redisson 4.7.0 writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_and_non_ascii_values_match_the_jvm_under_both_codecs() {
+    let (profile, version) = NEWEST_VERSIONS[0];
+    let values = [
+        "student-0123456789-0123456789-0123456789-end",
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJ",
+        "Grüße-世界-😀",
+    ];
+    for codec in ["string", "default"] {
+        let server = RedisServer::start().await;
+        let raw = server.raw().await;
+        let java = JavaPeer::start_with_codec(profile, version, &server.url(), 30_000, codec).await;
+        let rust: RedissonClient = client(&server, Duration::from_secs(30)).await;
+        let named = |v: &str| match codec {
+            "string" => GroupValue::string(v),
+            _ => GroupValue::kryo5(v),
+        };
+        java.ok(&format!("groupLock long/{} 1 60000", values.join(",")))
+            .await;
+        let fields: HashMap<String, String> = raw.hgetall("long").await.unwrap();
+        for value in values {
+            let value = named(value);
+            assert!(value.encoded().len() >= 16, "{codec}");
+            assert!(
+                fields.contains_key(&value.field()),
+                "{codec} {value:?}: {fields:?}"
+            );
+        }
+        let same = rust.group_lock("long", values.map(named)).unwrap();
+        assert!(same.try_lock().await.unwrap().is_none(), "{codec}");
+        java.ok(&format!("groupUnlock long/{} 1", values.join(",")))
+            .await;
+        same.try_lock()
+            .await
+            .unwrap()
+            .expect("released by Java")
+            .unlock()
+            .await
+            .unwrap();
+        java.quit().await;
+        rust.shutdown().await;
+    }
 }

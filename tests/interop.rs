@@ -37,7 +37,8 @@ async fn java_unlock_wakes_a_rust_waiter_and_rust_unlock_wakes_a_java_waiter() {
         // Rust holds with a long lease; Java waits and is woken by Rust's unlock.
         guard.unlock().await.unwrap();
         let held = lock
-            .lock_with_lease(Duration::from_millis(LONG_LEASE_MS))
+            .acquire()
+            .lease(Duration::from_millis(LONG_LEASE_MS))
             .await
             .unwrap();
         // Wait until the Rust waiter's subscription is gone, so the count

@@ -75,7 +75,8 @@ async fn java_and_rust_wake_each_other_on_a_cluster() {
 
         // Rust holds with a long lease; Java waits and is woken by Rust's unlock.
         let held = lock
-            .lock_with_lease(Duration::from_millis(LONG_LEASE_MS))
+            .acquire()
+            .lease(Duration::from_millis(LONG_LEASE_MS))
             .await
             .unwrap();
         until("Rust left the channel", || async {
@@ -130,7 +131,7 @@ async fn java_and_rust_share_a_counter_on_a_cluster() {
     within("Rust contender", rust_run).await.unwrap();
     assert_eq!(java_overlaps.unwrap(), "0", "Java saw overlaps");
     assert_eq!(overlaps.load(Ordering::SeqCst), 0, "Rust saw overlaps");
-    let counter: String = rust.redis().get("counter").await.unwrap();
+    let counter: String = common::fred_of(&rust).await.get("counter").await.unwrap();
     assert_eq!(counter, "300");
     java.quit().await;
     rust.shutdown().await;
@@ -180,7 +181,8 @@ async fn read_write_and_fair_locks_wake_across_sides_on_a_cluster() {
         reading.unlock().await.unwrap();
         let writing = rw
             .write()
-            .lock_with_lease(Duration::from_millis(LONG_LEASE_MS))
+            .acquire()
+            .lease(Duration::from_millis(LONG_LEASE_MS))
             .await
             .unwrap();
         let before = scripts_run(owner).await;
@@ -289,9 +291,10 @@ async fn semaphores_and_latches_wake_across_sides_on_a_cluster() {
         let java_run = java
             .send(&format!("semContend {name} 30 {inside} {max}"))
             .await;
+        let redis = common::fred_of(&rust).await;
         let rust_runs: Vec<_> = (0..2)
             .map(|_| {
-                let (pool, redis) = (pool.clone(), rust.redis().clone());
+                let (pool, redis) = (pool.clone(), redis.clone());
                 let (inside, max) = (inside.clone(), max.clone());
                 tokio::spawn(async move {
                     for _ in 0..20 {
@@ -317,7 +320,7 @@ async fn semaphores_and_latches_wake_across_sides_on_a_cluster() {
             .await
             .unwrap();
         within("Java contender", java_run).await.unwrap().unwrap();
-        let seen: i64 = rust.redis().get(&max).await.unwrap();
+        let seen: i64 = common::fred_of(&rust).await.get(&max).await.unwrap();
         assert!(
             (1..=2).contains(&seen),
             "{version}: {seen} holders of 2 permits"

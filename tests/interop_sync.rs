@@ -49,7 +49,7 @@ async fn java_and_rust_share_a_semaphore_without_exceeding_it() {
                 let rust = rust.clone();
                 tokio::spawn(async move {
                     let semaphore = rust.semaphore("pool").unwrap();
-                    let redis = rust.redis();
+                    let redis = &common::fred_of(&rust).await;
                     for _ in 0..40 {
                         let permit = semaphore.acquire(1).await.unwrap();
                         let now: i64 = redis.incr("inside").await.unwrap();
@@ -73,7 +73,7 @@ async fn java_and_rust_share_a_semaphore_without_exceeding_it() {
             .await
             .unwrap();
         within("Java contender", java_run).await.unwrap().unwrap();
-        let max: i64 = rust.redis().get("max").await.unwrap();
+        let max: i64 = common::fred_of(&rust).await.get("max").await.unwrap();
         assert!(
             (1..=2).contains(&max),
             "{version}: {max} holders of 2 permits"

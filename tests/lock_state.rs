@@ -112,7 +112,7 @@ async fn queries_report_holder_count_and_ttl() {
     assert_eq!(lock.remaining_ttl().await.unwrap(), Ttl::Absent);
     assert_eq!(lock.hold_count().await.unwrap(), 0);
 
-    let guard = lock.lock_with_lease(Duration::from_secs(20)).await.unwrap();
+    let guard = lock.acquire().lease(Duration::from_secs(20)).await.unwrap();
     assert!(lock.is_locked().await.unwrap());
     // Held by the guard's owner, which is the current owner only in its scope.
     assert!(guard.scope(lock.is_held()).await.unwrap());

@@ -126,7 +126,9 @@ async fn a_lease_applies_to_every_member_once_all_are_held() {
     let multi =
         RMultiLock::new(clients.iter().map(|c| c.lock("leased").unwrap()).collect()).unwrap();
     let guard = multi
-        .try_lock_for_with_lease(Duration::from_secs(10), Duration::from_secs(3))
+        .acquire()
+        .wait(Duration::from_secs(10))
+        .lease(Duration::from_secs(3))
         .await
         .unwrap()
         .unwrap();
@@ -176,7 +178,7 @@ async fn java_and_rust_multi_locks_over_the_same_members_exclude_each_other() {
         // Both sides contend on the pair around one counter.
         let overlaps = Arc::new(AtomicUsize::new(0));
         let java_run = java.send("multiContend p1,p2 4 40 inside counter").await;
-        let redis = rust.redis().clone();
+        let redis = fred_of(&rust).await;
         let pair = rust.multi_lock(&["p1", "p2"]).unwrap();
         for _ in 0..40 {
             let guard = pair.lock().await.unwrap();

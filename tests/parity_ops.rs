@@ -37,7 +37,7 @@ async fn a_fair_lock_delete_removes_its_three_keys_as_javas_does() {
 
         // Rust holds (for a second: Java's wait is paused by that TTL), Java
         // waits in line; Rust deletes all three keys.
-        let guard = lock.lock_with_lease(Duration::from_secs(1)).await.unwrap();
+        let guard = lock.acquire().lease(Duration::from_secs(1)).await.unwrap();
         let java_waits = java.send(&format!("flock {name} 1 1000")).await;
         within("Java queued", async {
             while lock.queue().await.unwrap().len() != 1 {

@@ -268,12 +268,14 @@ async fn the_watchdog_keeps_both_modes_and_a_lease_is_never_renewed() {
     let mut expired = Observer::new(&server, &["__keyevent@0__:expired"], &[]).await;
     let leased_read = reads
         .read()
-        .lock_with_lease(Duration::from_millis(1_500))
+        .acquire()
+        .lease(Duration::from_millis(1_500))
         .await
         .unwrap();
     let leased_write = writes
         .write()
-        .lock_with_lease(Duration::from_millis(1_500))
+        .acquire()
+        .lease(Duration::from_millis(1_500))
         .await
         .unwrap();
     assert!(!leased_read.is_renewed() && !leased_write.is_renewed());
@@ -340,7 +342,7 @@ async fn reentry_downgrade_and_no_upgrade() {
 /// The Rust side of `rwcontend`: the same sections, the same checks.
 async fn contend(client: &RedissonClient, rounds: usize, violations: &AtomicUsize) {
     let rw = client.read_write_lock("contended").unwrap();
-    let redis = client.redis();
+    let redis = &fred_of(client).await;
     for i in 0..rounds {
         if i % 4 == 0 {
             let guard = rw.write().lock().await.unwrap();

@@ -71,7 +71,7 @@ async fn never_more_holders_than_permits() {
         .map(|t| {
             let client = clients[t % 2].clone();
             tokio::spawn(async move {
-                let redis = client.redis();
+                let redis = &common::fred_of(&client).await;
                 let plain = client.semaphore("workers").unwrap();
                 let expirable = client.permit_expirable_semaphore("leased").unwrap();
                 for _ in 0..15 {

@@ -15,7 +15,7 @@
 use std::time::Duration;
 
 use redisson_lock::{
-    Config, ExpirablePermits, FencedGuard, LockGuard, MultiGuard, OwnerId, PermitId,
+    Config, ExpirablePermits, FencedGuard, GroupValue, LockGuard, MultiGuard, OwnerId, PermitId,
     RedissonClient, SemaphorePermits,
 };
 
@@ -56,10 +56,10 @@ async fn spawn_each(
     let lock = client.lock("a").unwrap();
     each!(lock =>
         lock.lock().await;
-        lock.lock_with_lease(D).await;
+        lock.acquire().lease(D).await;
         lock.try_lock().await;
         lock.try_lock_for(D).await;
-        lock.try_lock_for_with_lease(D, D).await;
+        lock.acquire().wait(D).lease(D).await;
         lock.acquire().lease(D).await;
         lock.acquire().wait(D).await;
         lock.acquire().run(|_lost| async { 1 }).await;
@@ -101,13 +101,15 @@ async fn spawn_each(
         nr_fair.queue().await;
         nr_fair.delete().await;
     );
-    let group = client.group_lock("g", ["a", "b"]).unwrap();
+    let group = client
+        .group_lock("g", ["a", "b"].map(GroupValue::string))
+        .unwrap();
     each!(group =>
         group.lock().await;
-        group.lock_with_lease(D).await;
+        group.acquire().lease(D).await;
         group.try_lock().await;
         group.try_lock_for(D).await;
-        group.try_lock_for_with_lease(D, D).await;
+        group.acquire().wait(D).lease(D).await;
         group.acquire().wait(D).await;
         group.acquire().lease(D).await;
         group.run(|_lost| async { 1 }).await;
@@ -134,10 +136,10 @@ async fn spawn_each(
     let multi = client.multi_lock(&["a", "b"]).unwrap();
     each!(multi =>
         multi.lock().await;
-        multi.lock_with_lease(D).await;
+        multi.acquire().lease(D).await;
         multi.try_lock().await;
         multi.try_lock_for(D).await;
-        multi.try_lock_for_with_lease(D, D).await;
+        multi.acquire().wait(D).lease(D).await;
         multi.acquire().wait(D).await;
     );
     spawn(async move {

@@ -19,7 +19,8 @@ async fn a_waiter_in_another_client_is_woken_by_the_unlock_message() {
     let held = a
         .lock("w")
         .unwrap()
-        .lock_with_lease(Duration::from_secs(120))
+        .acquire()
+        .lease(Duration::from_secs(120))
         .await
         .unwrap();
     let lock_b = b.lock("w").unwrap();

@@ -44,7 +44,7 @@ async fn an_explicit_lease_expires_on_time_and_is_never_renewed() {
     let lock = client.lock("leased").unwrap();
     let lease = Duration::from_millis(1500);
     let acquired_at = Instant::now();
-    let guard = lock.lock_with_lease(lease).await.unwrap();
+    let guard = lock.acquire().lease(lease).await.unwrap();
     let scripts_after_acquire =
         command_calls(&raw, "evalsha").await + command_calls(&raw, "eval").await;
     let lost = guard.lost_signal();

@@ -100,7 +100,8 @@ async fn round(server: &Server, queued: usize, waiters: usize) -> Row {
     let held = holder
         .fair_lock(name)
         .unwrap()
-        .lock_with_lease(Duration::from_secs(600))
+        .acquire()
+        .lease(Duration::from_secs(600))
         .await
         .unwrap();
     let far = std::time::SystemTime::now()

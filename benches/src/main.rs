@@ -19,14 +19,22 @@
 //! locks and N/10 other keys (default 100 000), per SCAN COUNT;
 //! `... -- giveups [QUEUED] [WAITERS]` has WAITERS fair-lock waiters (256)
 //! behind QUEUED others (5000) give up at once while one connection PINGs:
-//! how long Redis left the PINGs unanswered (`giveups.rs`).
+//! how long Redis left the PINGs unanswered (`giveups.rs`);
+//! `... -- discovery [--quick] [--clients N] [--tasks N] [--seconds S] [--idle-seconds S] [--out FILE]`
+//! counts the commands clients send to learn their deployment, per client per
+//! second, on a 3+3 cluster and on Sentinel, redisson-lock and Redisson side
+//! by side (`discovery.rs`; issue 29, item 5).
 
 mod alloc;
 mod cluster;
+mod commandstats;
+mod counting_proxy;
+mod discovery;
 mod giveups;
 mod handoff;
 mod ls;
 mod monitor;
+mod replicated;
 mod server;
 mod throughput;
 mod watchdog;
@@ -66,8 +74,38 @@ fn main() {
         .block_on(harness(args));
 }
 
+/// The value after `flag`, parsed.
+fn flag<T: std::str::FromStr>(args: &[String], flag: &str) -> Option<T> {
+    args.iter()
+        .position(|a| a == flag)
+        .and_then(|i| args.get(i + 1))
+        .map(|v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("{flag}: cannot read {v:?}"))
+        })
+}
+
 async fn harness(args: Vec<String>) {
     let quick = args.iter().any(|a| a == "--quick");
+    if args.get(1).map(String::as_str) == Some("discovery") {
+        let shape = discovery::Shape {
+            clients: flag(&args, "--clients").unwrap_or(if quick { 10 } else { 100 }),
+            tasks: flag(&args, "--tasks").unwrap_or(16),
+            locks: 64,
+            hold_ms: 1,
+            warmup_s: if quick { 2 } else { 5 },
+            contended_s: flag(&args, "--seconds").unwrap_or(if quick { 5 } else { 40 }),
+            idle_s: flag(&args, "--idle-seconds").unwrap_or(if quick { 5 } else { 30 }),
+            quiet_s: if quick { 3 } else { 20 },
+        };
+        let out: String =
+            flag(&args, "--out").unwrap_or_else(|| "target/bench-discovery.json".into());
+        let results = discovery::run(shape).await;
+        std::fs::write(&out, serde_json::to_string_pretty(&results).unwrap()).unwrap();
+        eprintln!("wrote {out}");
+        println!("{}", discovery::table(&results));
+        return;
+    }
     if args.get(1).map(String::as_str) == Some("cluster") {
         // Item 5: `cluster [--quick] [--out FILE]`.
         let out = args

@@ -134,7 +134,23 @@ pub fn jvm_peer(url: &str, cluster: bool) -> tokio::process::Child {
 /// the thread that started it ends (a runtime worker, which lives as long as
 /// this process's runtime).
 pub async fn spawn_redis(port: u16, extra: &[&std::ffi::OsStr]) -> tokio::process::Child {
-    let mut command = tokio::process::Command::new("redis-server");
+    spawn_node(port, None, extra).await
+}
+
+/// As [`spawn_redis`], with a config file first on the command line (a
+/// sentinel's, which it rewrites). The binary is `REDIS_SERVER`, else
+/// `redis-server` on PATH; a sentinel is ready once it monitors its primary
+/// (it never says "Ready").
+pub async fn spawn_node(
+    port: u16,
+    config_file: Option<&std::path::Path>,
+    extra: &[&std::ffi::OsStr],
+) -> tokio::process::Child {
+    let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+    let mut command = tokio::process::Command::new(&binary);
+    if let Some(file) = config_file {
+        command.arg(file);
+    }
     command
         .args([
             "--port",
@@ -160,11 +176,13 @@ pub async fn spawn_redis(port: u16, extra: &[&std::ffi::OsStr]) -> tokio::proces
             Ok(())
         });
     }
-    let mut child = command.spawn().expect("redis-server must be installed");
+    let mut child = command
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {binary} (install redis-server): {e}"));
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut ready = false;
     while let Some(line) = lines.next_line().await.unwrap() {
-        if line.contains("Ready to accept connections") {
+        if line.contains("Ready to accept connections") || line.contains("+monitor master") {
             ready = true;
             break;
         }

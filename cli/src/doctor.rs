@@ -3,11 +3,8 @@
 
 use std::time::Duration;
 
-use fred::interfaces::ClientLike;
-use fred::types::config::Options;
-use fred::types::{ClusterHash, CustomCommand, Value};
 use redisson_lock::inspect::{ObjectKind, ObjectState, ObjectSummary, QueuedWaiter, SideKeyRole};
-use redisson_lock::{naming, RedissonClient};
+use redisson_lock::{naming, RedissonClient, Reply};
 use serde::Serialize;
 
 use crate::ls::short_duration;
@@ -102,14 +99,12 @@ fn text(e: impl std::fmt::Display) -> String {
 /// Fair-lock deadlines are judged by it: a waiter is overdue when its
 /// deadline is past for Redis, whatever the clock of the host doctor runs on.
 async fn server_time_ms(client: &RedissonClient, name: &str) -> Result<i64, String> {
-    let time = CustomCommand::new_static("TIME", ClusterHash::Custom(naming::slot(name)), false);
-    let reply: Value = client
-        .redis()
-        .custom(time, Vec::<Value>::new())
+    let reply = client
+        .command(Some(name), "TIME", Vec::<&str>::new())
         .await
         .map_err(|e| format!("reading the server's clock (TIME): {e}"))?;
     let parts: Vec<i64> = match &reply {
-        Value::Array(parts) => parts.iter().filter_map(Value::as_i64).collect(),
+        Reply::Array(parts) => parts.iter().filter_map(Reply::as_i64).collect(),
         _ => vec![],
     };
     match parts[..] {
@@ -483,25 +478,15 @@ async fn apply(client: &RedissonClient, repair: Repair) -> Result<bool, String> 
             Ok(true)
         }
         Repair::Script { script, keys, args } => {
-            // Routed by its first key's slot (every key of a repair shares
-            // it): fred 10.1 ignores `ClusterHash::Offset` on a custom
-            // command and hashes the script's text instead, which on a
-            // cluster sent the script to one node, where it met MOVED.
-            let slot = keys.first().map_or(0, |key| naming::slot(key));
-            let mut argv: Vec<Value> = vec![script.into(), (keys.len() as i64).into()];
-            argv.extend(keys.into_iter().map(Value::from));
-            argv.extend(args.into_iter().map(Value::from));
+            // Routed by its first key's slot: every key of a repair shares it.
+            let first = keys.first().cloned();
+            let mut argv: Vec<String> = vec![script.to_string(), keys.len().to_string()];
+            argv.extend(keys);
+            argv.extend(args);
             // Sent once: a lost reply is reported, and a second doctor run
             // re-checks (every repair re-checks before it changes anything).
-            let once = Options {
-                max_attempts: Some(1),
-                ..Options::default()
-            };
-            let eval = CustomCommand::new_static("EVAL", ClusterHash::Custom(slot), false);
-            let reply: Value = client
-                .redis()
-                .with_options(&once)
-                .custom(eval, argv)
+            let reply = client
+                .command(first.as_deref(), "EVAL", argv)
                 .await
                 .map_err(|e| format!("{e} (run doctor again to see what is left)"))?;
             Ok(reply.as_i64().unwrap_or(0) > 0)

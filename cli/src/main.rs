@@ -1,5 +1,6 @@
 //! `redisson-lock`: inspect and use Redisson locks from a shell.
 
+mod audit;
 mod counters;
 mod doctor;
 mod fit;
@@ -35,6 +36,7 @@ Examples:
   redisson-lock inspect orders:42 --json                 everything about one object
   redisson-lock top                                      live view, most contended first
   redisson-lock doctor --fix                             clean up what crashes left behind
+  redisson-lock audit                                    is this Redis safe for locks?
   redisson-lock run nightly-report -- ./report.sh        wait for the lock, run, release
   redisson-lock run --wait 0s nightly-report -- ./x.sh   skip (exit 75) if someone holds it
   redisson-lock run --semaphore 1 exports -- ./x.sh      one permit of a fleet-wide limit
@@ -85,6 +87,9 @@ enum Command {
     Inspect(ls::InspectArgs),
     /// Find what crashes and old clients left behind; --fix removes what nobody can be using.
     Doctor(doctor::DoctorArgs),
+    /// Is this Redis safe for locks? Eviction, persistence, replicas, Sentinel, Cluster,
+    /// ACL, the JVM fleet's watchdog, latency (exit 0 ok, 1 a failure, 2 unreachable).
+    Audit(audit::AuditArgs),
     /// A live view of objects, most contended first (q quits).
     Top(top::TopArgs),
     /// Run a command while holding a lock or permits; release when it exits.
@@ -213,6 +218,7 @@ fn main() -> ExitCode {
             Command::Ls(args) => ls::ls(&cli, args).await,
             Command::Inspect(args) => ls::inspect(&cli, args).await,
             Command::Doctor(args) => doctor::doctor(&cli, args).await,
+            Command::Audit(args) => audit::audit(&cli, args).await,
             Command::Top(args) => top::top(&cli, args).await,
             Command::Run(args) => run::run(&cli, args).await,
             Command::Latch(command) => counters::latch(&cli, command).await,

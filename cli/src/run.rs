@@ -187,9 +187,8 @@ async fn warn_if_unset(client: &RedissonClient, name: &str, wait: Option<Duratio
     if wait.is_some_and(|w| w.is_zero()) {
         return;
     }
-    let exists: Result<i64, _> =
-        fred::interfaces::KeysInterface::exists(client.redis(), name).await;
-    if exists == Ok(0) {
+    let exists = client.command(Some(name), "EXISTS", [name]).await;
+    if exists.ok().and_then(|r| r.as_i64()) == Some(0) {
         eprintln!(
             "redisson-lock: semaphore `{name}` has no permits yet; waiting. Set them with \
              `redisson-lock semaphore set-permits {name} N`"

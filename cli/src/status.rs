@@ -1,6 +1,5 @@
 //! `status` and `force-unlock`.
 
-use fred::interfaces::KeysInterface;
 use redisson_lock::Ttl;
 use serde::Serialize;
 
@@ -107,8 +106,14 @@ impl Status {
 
 async fn read(client: &redisson_lock::RedissonClient, args: &StatusArgs) -> Result<Status, String> {
     let name = &args.name;
-    let redis = client.redis();
-    let redis_type: String = redis.r#type(name).await.map_err(text)?;
+    let key_type = |key: String| async move {
+        let reply = client
+            .command(Some(&key), "TYPE", [&key])
+            .await
+            .map_err(text)?;
+        Ok::<_, String>(reply.as_str().unwrap_or("none").to_string())
+    };
+    let redis_type = key_type(name.clone()).await?;
     let kind = match (args.kind, redis_type.as_str()) {
         (_, "none") => "absent",
         (Kind::Auto | Kind::Lock, "hash") => "lock",
@@ -117,7 +122,7 @@ async fn read(client: &redisson_lock::RedissonClient, args: &StatusArgs) -> Resu
                 .permit_expirable_semaphore(name)
                 .map_err(text)?
                 .leases_key();
-            let leases_type: String = redis.r#type(&leases).await.map_err(text)?;
+            let leases_type = key_type(leases).await?;
             if leases_type == "zset" {
                 "expirable-semaphore"
             } else {
@@ -139,7 +144,12 @@ async fn read(client: &redisson_lock::RedissonClient, args: &StatusArgs) -> Resu
         leases: None,
         count: None,
     };
-    let ttl: i64 = redis.pttl(name).await.map_err(text)?;
+    let ttl = client
+        .command(Some(name), "PTTL", [name])
+        .await
+        .map_err(text)?
+        .as_i64()
+        .unwrap_or(-2);
     status.ttl_ms = u64::try_from(ttl).ok();
     match kind {
         "lock" => {
@@ -172,7 +182,11 @@ async fn read(client: &redisson_lock::RedissonClient, args: &StatusArgs) -> Resu
             );
         }
         "latch" | "counter" => {
-            let value: Option<String> = redis.get(name).await.map_err(text)?;
+            let value = client
+                .command(Some(name), "GET", [name])
+                .await
+                .map_err(text)?;
+            let value = value.as_str().map(str::to_string);
             status.count = value.and_then(|v| v.trim().parse().ok());
             if status.count.is_none() {
                 status.kind = "other";

@@ -26,7 +26,7 @@ pub async fn watch(cli: &Cli, args: &Args) -> Result<u8, String> {
     let sharded = client.sharded_pubsub();
     client.shutdown().await;
 
-    let config = settings(cli)?.to_fred_config().map_err(|e| e.to_string())?;
+    let config = settings(cli)?.__fred_config().map_err(|e| e.to_string())?;
     let subscriber = Builder::from_config(config)
         .with_performance_config(|p| p.broadcast_channel_capacity = 4096)
         .set_policy(ReconnectPolicy::new_exponential(0, 100, 5_000, 2))

@@ -401,7 +401,10 @@ async fn ls_inspect_doctor_and_top_on_a_cluster() {
             break;
         }
     }
-    let redis = holder.redis();
+    let redis = fred::types::Builder::from_config(holder.config().__fred_config().unwrap())
+        .build()
+        .unwrap();
+    redis.init().await.unwrap();
     let someone = uuid::Uuid::new_v4();
     for (name, _) in &fixable {
         let queue = redisson_lock::naming::fair_queue_name(name);

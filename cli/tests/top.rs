@@ -50,7 +50,8 @@ async fn top_shows_contention_first_and_what_happens_and_quits_on_q() {
     let _leased = holder
         .lock("top:leased")
         .unwrap()
-        .lock_with_lease(Duration::from_secs(3))
+        .acquire()
+        .lease(Duration::from_secs(3))
         .await
         .unwrap();
     tmux.until("the leased lock", |s| row(s, "top:leased").is_some())

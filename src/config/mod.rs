@@ -261,17 +261,18 @@ impl Config {
         }
     }
 
+    /// Not part of the API (it names the Redis library's types, which may
+    /// change in any release): the settings the redisson-lock CLI builds its
+    /// own subscriber from.
+    #[doc(hidden)]
+    pub fn __fred_config(&self) -> Result<fred::types::config::Config> {
+        self.to_fred_config()
+    }
+
     /// The fred connection settings these describe: the address parsed (any
     /// of fred's URL forms), credentials and database applied, and TLS
-    /// trusting [`Config::tls_ca_file`] when set. For fred clients of your own
-    /// that must reach the same deployment as the locks.
-    ///
-    /// ```
-    /// let config = redisson_lock::Config::from_url("redis-cluster://10.0.0.1:7000?node=10.0.0.2:7000");
-    /// let fred = config.to_fred_config().unwrap();
-    /// assert!(matches!(fred.server, fred::types::config::ServerConfig::Clustered { .. }));
-    /// ```
-    pub fn to_fred_config(&self) -> Result<fred::types::config::Config> {
+    /// trusting [`Config::tls_ca_file`] when set.
+    pub(crate) fn to_fred_config(&self) -> Result<fred::types::config::Config> {
         let mut fred = fred::types::config::Config::from_url(&self.address).map_err(|e| {
             let redacted = crate::naming::redact_url(&self.address);
             let details = crate::naming::redact(e.details(), &self.address);

@@ -14,19 +14,19 @@ use std::time::Duration;
 use fred::interfaces::KeysInterface;
 use tokio::time::Instant;
 
-use crate::engine::hold::{Admit, Hold};
+use crate::engine::hold::Hold;
 use crate::engine::kind::{Grant, Patience};
 use crate::engine::lease::{expires_by, lease_millis};
 use crate::engine::raw::{Held, RawLock};
-use crate::engine::release::{send_release, Release};
-use crate::engine::replica_sync::Synced;
+use crate::engine::release::{give_back_untracked, send_release, Release};
 use crate::engine::request::Request;
+use crate::engine::safety::Synced;
 use crate::engine::script;
-use crate::engine::settle::{give_back_untracked, FinishOnDrop, Unfinished};
+use crate::engine::settle::{FinishOnDrop, Unfinished};
 use crate::engine::telemetry;
 use crate::error::{Error, Result};
 use crate::naming;
-use crate::OwnerId;
+use crate::owner::OwnerId;
 
 /// What one acquire attempt found.
 pub(crate) enum Attempt {
@@ -74,45 +74,25 @@ pub(crate) async fn acquire_once(
     let watchdog = lease.is_none();
     let lease = lease.unwrap_or(lock.engine.config.lock_watchdog_timeout);
     lease_millis(lease, "lease")?;
-    loop {
-        let hold = lock.engine.holds.entry(lock.kind, &lock.name, owner);
-        let slot = match slot_deadline {
-            Some(deadline) => match tokio::time::timeout_at(deadline, hold.ops.acquire()).await {
-                Ok(slot) => slot,
-                Err(_) => return Ok(Attempt::Busy),
-            },
-            None => hold.ops.acquire().await,
-        };
-        let slot = slot.map_err(|_| Error::Shutdown)?;
-        match lock.engine.holds.admit(&hold, lock.kind) {
-            Admit::Yes => {}
-            Admit::Retired => continue,
-            Admit::Lost => {
-                return Err(Error::LockLost {
-                    name: lock.name.to_string(),
-                })
-            }
-            Admit::Conflict(held) => {
-                return Err(Error::InvalidArgument(format!(
-                    "owner {owner} holds `{}` as a {} lock, and a {} lock of the same name                      writes the same hash field with another protocol (Redisson would                      overwrite the hold count, redisson#4023); release it first",
-                    lock.name,
-                    held.name(),
-                    lock.kind.name()
-                )))
-            }
-        }
-        // Nothing has been sent yet; from here the slot belongs to this
-        // attempt until it completes or is settled in the background.
-        slot.forget();
-        let finish = FinishOnDrop::new(Unfinished::Acquire {
-            lock: lock.clone(),
-            hold: hold.clone(),
-            busy,
-        });
-        let outcome = acquire_locked(lock, &hold, lease, watchdog, patience).await;
-        finish.complete();
-        return outcome;
-    }
+    let Some(hold) = lock
+        .engine
+        .holds
+        .take(lock.kind, &lock.name, owner, slot_deadline)
+        .await?
+    else {
+        return Ok(Attempt::Busy);
+    };
+    // Nothing has been sent yet; from here the slot belongs to this attempt
+    // until it completes or is settled in the background, which gives it
+    // back and retires the hold if nothing is held.
+    let finish = FinishOnDrop::new(Unfinished::Acquire {
+        lock: lock.clone(),
+        hold: hold.clone(),
+        busy,
+    });
+    let outcome = acquire_locked(lock, &hold, lease, watchdog, patience).await;
+    finish.complete();
+    outcome
 }
 
 async fn acquire_locked(
@@ -130,11 +110,9 @@ async fn acquire_locked(
     match engine.replica_sync.admit(writer, slot) {
         Ok(None) => {}
         Ok(Some((synced, retry_at))) => {
-            engine.holds.retire_if_done(hold);
             return Ok(Attempt::Unconfirmed { synced, retry_at });
         }
         Err(e) => {
-            engine.holds.retire_if_done(hold);
             return Err(e);
         }
     }
@@ -148,7 +126,6 @@ async fn acquire_locked(
         Ok((value, synced)) => match lock.kind.grant(&value) {
             Some(grant) => (grant, synced),
             None => {
-                engine.holds.retire_if_done(hold);
                 return Err(script::unexpected("acquire", &value));
             }
         },
@@ -162,17 +139,14 @@ async fn acquire_locked(
                 // old copy might still arrive: the error goes to the caller,
                 // as in Redisson.
                 Ok(Resolved::Free) => {
-                    engine.holds.retire_if_done(hold);
                     return Err(e);
                 }
                 Err(e) => {
-                    engine.holds.retire_if_done(hold);
                     return Err(e);
                 }
             }
         }
         Err(e) => {
-            engine.holds.retire_if_done(hold);
             return Err(lock.acquire_error(e, hold.owner));
         }
     };
@@ -185,7 +159,6 @@ async fn acquire_locked(
                 // keeps its place), and the caller decides whether to try
                 // again (Redisson's NoSyncedSlavesException handling).
                 let undone = Box::pin(give_back_one(lock, hold, &field, patience)).await;
-                engine.holds.retire_if_done(hold);
                 if !undone {
                     return Err(engine
                         .replica_sync
@@ -204,7 +177,6 @@ async fn acquire_locked(
             // caller try again within its budget.
             tracing::warn!(lock = %lock.name, ?lease, "acquire confirmed after its lease; giving it back");
             Box::pin(give_back_one(lock, hold, &field, Patience::Once)).await;
-            engine.holds.retire_if_done(hold);
             Ok(Attempt::Held(Some(Duration::ZERO)))
         }
         Grant::Acquired { token } => {
@@ -214,11 +186,11 @@ async fn acquire_locked(
                 // replicas have it is unknown until the next confirmed
                 // renewal.
                 if hold.lease.mark_at_risk() {
-                    telemetry::at_risk(hold, "acquire_unconfirmed");
+                    telemetry::at_risk(hold.subject(), "acquire_unconfirmed");
                 }
             }
             let level = synced.level();
-            telemetry::acquired_at(lock.kind, level);
+            telemetry::acquired_at(lock.kind.name(), level);
             Ok(Attempt::Acquired(
                 Held::new(
                     lock.engine.clone(),
@@ -231,7 +203,6 @@ async fn acquire_locked(
             ))
         }
         Grant::Refused(ttl) => {
-            engine.holds.retire_if_done(hold);
             Ok(Attempt::Held(match ttl {
                 // A key without a TTL: only a message can end the wait.
                 -1 => None,

@@ -46,8 +46,7 @@ use fred::types::Value;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-use crate::engine::kind::ScriptCall;
-use crate::engine::script::{self, WaitFor};
+use crate::engine::script::{self, ScriptCall, WaitFor};
 use crate::error::{Error, Result};
 
 /// Most calls in one batch; a larger queue goes out as several.

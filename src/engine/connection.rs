@@ -32,10 +32,11 @@ impl Engine {
         config.validate()?;
         let fred_config = config.to_fred_config()?;
         let address = naming::redact_url(&config.address);
+        let id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
         // On Sentinel this asks the sentinels who the primary is; the data
         // connections below are pointed at it.
         let (topology, data) =
-            Topology::start(&fred_config, config.timeout, config.connect_timeout)
+            Topology::start(&fred_config, config.timeout, config.connect_timeout, &id)
                 .await
                 .map_err(|e| e.connecting_to(&address))?;
         let cluster = topology.is_cluster();
@@ -88,7 +89,14 @@ impl Engine {
         }
         if let Err(e) = outcome {
             quit_all().await;
-            return Err(e.connecting_to(&address));
+            // On Sentinel the node that did not answer is the primary the
+            // sentinels name: an address that must be reachable from here
+            // (NAT, a TLS name), so the error says which.
+            let target = match topology.primary_address() {
+                Some(primary) => format!("{address} (the primary the sentinels name, {primary})"),
+                None => address,
+            };
+            return Err(e.connecting_to(&target));
         }
 
         // Redisson decides the pub/sub flavour only on a cluster: a single
@@ -123,14 +131,14 @@ impl Engine {
             return Err(e);
         }
         let lifecycle = Lifecycle::new();
-        let hub = Hub::start(subscriber, sharded, &config, &lifecycle);
+        let hub = Hub::start(subscriber, sharded, &topology, &config, &lifecycle);
         let latches = LatchSweeper::start(redis.clone(), slot_grouped);
         let writers = writers
             .into_iter()
             .map(|w| Lane::new(w, config.timeout, slot_grouped))
             .collect();
         let engine = Arc::new(Engine {
-            id: uuid::Uuid::new_v4().to_string().into(),
+            id,
             replica_sync,
             config,
             writers,
@@ -191,11 +199,16 @@ fn config_error(config: &Config, e: &fred::error::Error) -> Error {
     Error::Config(naming::redact(e.details(), &config.address))
 }
 
+/// Connects `client`, within `limit` in all. A timeout says how long was
+/// really waited: fred's own timeouts (the TCP connect's, the handshake's)
+/// may end it well before `limit`.
 async fn init<C: ClientLike>(client: &C, limit: Duration) -> Result<()> {
+    let started = tokio::time::Instant::now();
+    let waited = || Duration::from_millis(started.elapsed().as_millis() as u64);
     match tokio::time::timeout(limit, client.init()).await {
         Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(Error::from_redis(&e, limit)),
-        Err(_) => Err(Error::Timeout(limit)),
+        Ok(Err(e)) => Err(Error::from_redis(&e, waited())),
+        Err(_) => Err(Error::Timeout(waited())),
     }
 }
 

@@ -20,14 +20,15 @@ use tokio::time::Instant;
 use crate::engine::kind::{CountPlace, LockKind};
 use crate::engine::lease::LeaseState;
 use crate::engine::telemetry;
-use crate::OwnerId;
+use crate::error::{Error, Result};
+use crate::owner::OwnerId;
 
 /// One owner's holds on one lock, as seen by this client. Kept small: the
 /// watchdog's table holds one per held lock.
 pub(crate) struct Hold {
     pub(crate) name: Arc<str>,
     pub(crate) owner: OwnerId,
-    pub(crate) lease: LeaseState,
+    pub(crate) lease: Arc<LeaseState>,
     /// One slot: serializes this owner's scripts on this lock, so that an
     /// unknown outcome can be resolved by comparing the hold count on Redis
     /// with ours. A semaphore rather than a mutex so that an abandoned
@@ -60,6 +61,15 @@ impl Hold {
         self.state.lock().kind
     }
 
+    /// This hold, as logs and metrics name it.
+    pub(crate) fn subject(&self) -> telemetry::Subject<'_> {
+        telemetry::Subject {
+            kind: self.kind().name(),
+            lock: &self.name,
+            owner: self.owner,
+        }
+    }
+
     /// The owner's hash field, as its kind names it.
     pub(crate) fn field(&self, client_id: &str) -> String {
         self.kind().field(client_id, self.owner)
@@ -87,7 +97,7 @@ impl Hold {
         }
         s.count += 1;
         if s.count == 1 {
-            telemetry::held(s.kind, true);
+            telemetry::held(s.kind.name(), true);
         }
         if watchdog {
             s.watchdog_holds += 1;
@@ -110,7 +120,7 @@ impl Hold {
     pub(crate) fn on_released(&self, watchdog: bool) -> u32 {
         let mut s = self.state.lock();
         if s.count == 1 {
-            telemetry::held(s.kind, false);
+            telemetry::held(s.kind.name(), false);
         }
         s.count = s.count.saturating_sub(1);
         if watchdog {
@@ -149,17 +159,6 @@ impl Hold {
     }
 }
 
-/// Whether a new acquire may use a hold.
-pub(crate) enum Admit {
-    Yes,
-    /// Retired: take a fresh entry from the table.
-    Retired,
-    /// Lost while still held: re-entry is refused with `LockLost`.
-    Lost,
-    /// Held as this kind, whose protocol on the same hash field differs.
-    Conflict(&'static dyn LockKind),
-}
-
 /// (count place, lock name, owner).
 type HoldKey = (CountPlace, Arc<str>, OwnerId);
 
@@ -186,7 +185,7 @@ impl Holds {
                 Arc::new(Hold {
                     name: name.clone(),
                     owner,
-                    lease: LeaseState::new(),
+                    lease: Arc::new(LeaseState::new()),
                     ops: tokio::sync::Semaphore::new(1),
                     state: Mutex::new(HoldState {
                         kind,
@@ -200,30 +199,68 @@ impl Holds {
             .clone()
     }
 
-    /// With the hold's `ops` lock taken: whether an acquire of `kind` may
-    /// use it.
-    pub(crate) fn admit(&self, hold: &Arc<Hold>, kind: &'static dyn LockKind) -> Admit {
-        if hold.is_retired() {
-            return Admit::Retired;
-        }
-        let held = hold.kind();
-        if hold.count() > 0 && held.renewal().name() != kind.renewal().name() {
-            // The read lock and the RLock write the same field of one hash
-            // with different protocols (Redisson's read acquire would
-            // overwrite the count, redisson#4023): refused, nothing sent.
-            return Admit::Conflict(held);
-        }
-        if hold.lease.is_lost() {
-            if hold.count() > 0 {
-                // The flow was told it lost the lock: it releases what it
-                // has before taking the lock again.
-                return Admit::Lost;
+    /// The hold of `owner` where `kind` counts on `name`, with its `ops`
+    /// slot taken (waited for until `slot_deadline`; `None` when it passed),
+    /// ready for an acquisition of `kind`: a retired hold is replaced by a
+    /// fresh one. The slot is the caller's from then on (the permit is
+    /// forgotten): it gives it back with `hold.ops.add_permits(1)`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LockLost`] for a re-entry into a hold that was lost;
+    /// [`Error::InvalidArgument`] when the owner holds the same field
+    /// through a kind with another protocol (see [`Holds::entry`]);
+    /// [`Error::Shutdown`] once the client closes.
+    pub(crate) async fn take(
+        &self,
+        kind: &'static dyn LockKind,
+        name: &Arc<str>,
+        owner: OwnerId,
+        slot_deadline: Option<Instant>,
+    ) -> Result<Option<Arc<Hold>>> {
+        loop {
+            let hold = self.entry(kind, name, owner);
+            let slot = match slot_deadline {
+                Some(deadline) => match tokio::time::timeout_at(deadline, hold.ops.acquire()).await
+                {
+                    Ok(slot) => slot,
+                    Err(_) => return Ok(None),
+                },
+                None => hold.ops.acquire().await,
+            };
+            let slot = slot.map_err(|_| Error::Shutdown)?;
+            if hold.is_retired() {
+                continue;
             }
-            // Nothing held: start afresh with a new lease state.
-            self.retire(hold);
-            return Admit::Retired;
+            if hold.lease.is_lost() {
+                if hold.count() > 0 {
+                    // The flow was told it lost the lock: it releases what
+                    // it has before taking the lock again.
+                    return Err(Error::LockLost {
+                        name: name.to_string(),
+                    });
+                }
+                // Nothing held: start afresh with a new lease state.
+                self.retire(&hold);
+                continue;
+            }
+            let held = hold.kind();
+            if hold.count() > 0 && held.renewal().name != kind.renewal().name {
+                // The read lock and the RLock write the same field of one
+                // hash with different protocols (Redisson's read acquire
+                // would overwrite the count, redisson#4023): refused, nothing
+                // sent.
+                return Err(Error::InvalidArgument(format!(
+                    "owner {owner} holds `{name}` as a {} lock, and a {} lock of the same name \
+                     writes the same hash field with another protocol (Redisson would \
+                     overwrite the hold count, redisson#4023); release it first",
+                    held.name(),
+                    kind.name()
+                )));
+            }
+            slot.forget();
+            return Ok(Some(hold));
         }
-        Admit::Yes
     }
 
     /// The live hold of `owner` where `kind` counts on `name`, if this

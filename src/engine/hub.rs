@@ -21,14 +21,15 @@
 //!   replies would land on a waiter's PING), and every waiter re-checks.
 //! * Sharded subscriptions live on the primary that owns the channel's slot.
 //!   When the slot moves (failover, resharding) the server drops them with a
-//!   `sunsubscribe` push that fred discards, so while any channel is
-//!   subscribed the cluster map is re-read every [`SHARD_CHECK_PERIOD`]; a
-//!   channel whose owner changed is subscribed again on the new owner and
-//!   its waiters re-check.
+//!   `sunsubscribe` push that fred discards, so each subscription's node is
+//!   compared with the deployment's view of the slot's owner (in memory, at
+//!   every change of the view and every [`SHARD_CHECK_PERIOD`]); a channel
+//!   whose owner changed is subscribed again on the new owner and its
+//!   waiters re-check.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use fred::clients::SubscriberClient;
@@ -43,6 +44,7 @@ use tokio::time::Instant;
 use crate::config::Config;
 use crate::engine::lifecycle::{until_set, Lifecycle};
 use crate::error::{Error, Result};
+use crate::topology::Topology;
 
 /// Message that releases one waiter (Redisson's UNLOCK_MESSAGE).
 pub(crate) const UNLOCK_MESSAGE: i64 = 0;
@@ -156,6 +158,7 @@ impl Hub {
     pub(crate) fn start(
         client: SubscriberClient,
         sharded: bool,
+        topology: &Arc<Topology>,
         config: &Config,
         lifecycle: &Lifecycle,
     ) -> Arc<Self> {
@@ -187,7 +190,10 @@ impl Hub {
             restore_on_reconnect(weak.clone(), reconnects),
         ));
         if sharded {
-            tokio::spawn(until_stopped(stopped, follow_shard_owners(weak)));
+            tokio::spawn(until_stopped(
+                stopped,
+                follow_shard_owners(weak, Arc::downgrade(topology)),
+            ));
         }
         registry
     }
@@ -369,7 +375,7 @@ impl Subscriber {
 /// Issues SUBSCRIBE / UNSUBSCRIBE strictly in decision order.
 async fn run_ops(
     subscriber: Subscriber,
-    registry: std::sync::Weak<Hub>,
+    registry: Weak<Hub>,
     mut ops: mpsc::UnboundedReceiver<Op>,
 ) {
     let client = &subscriber.client;
@@ -463,7 +469,7 @@ async fn run_ops(
 }
 
 async fn listen(
-    registry: std::sync::Weak<Hub>,
+    registry: Weak<Hub>,
     mut messages: tokio::sync::broadcast::Receiver<fred::types::Message>,
 ) {
     loop {
@@ -512,33 +518,50 @@ fn shard_owner(client: &SubscriberClient, channel: &str) -> Option<String> {
         .and_then(|state| state.get_server(slot).map(|s| s.to_string()))
 }
 
-/// Re-reads the cluster map while shard channels are subscribed, and moves
-/// every subscription whose slot changed owner.
-async fn follow_shard_owners(registry: std::sync::Weak<Hub>) {
+/// Moves every shard subscription whose slot changed owner. Each is
+/// compared with the deployment's view (which follows the cluster by its
+/// scans and fred's slot-map changes) at every change of the view and every
+/// [`SHARD_CHECK_PERIOD`]: a comparison in memory, no traffic. Only when one
+/// disagrees is the subscriber's slot map read again, at most once per
+/// change of the view (re-reading it costs fred a new connection and three
+/// commands on the server).
+async fn follow_shard_owners(registry: Weak<Hub>, topology: Weak<Topology>) {
+    let Some(mut changes) = topology.upgrade().map(|t| t.changes()) else {
+        return;
+    };
+    let mut synced_at = None;
     loop {
-        tokio::time::sleep(SHARD_CHECK_PERIOD).await;
-        let Some(registry) = registry.upgrade() else {
+        tokio::select! {
+            _ = tokio::time::sleep(SHARD_CHECK_PERIOD) => {}
+            changed = changes.changed() => if changed.is_err() { return },
+        }
+        let generation = *changes.borrow_and_update();
+        let (Some(registry), Some(topology)) = (registry.upgrade(), topology.upgrade()) else {
             return;
         };
-        let channels: Vec<(Arc<str>, Arc<Channel>)> = registry
+        let moved: Vec<(Arc<str>, Arc<Channel>)> = registry
             .channels
             .lock()
             .iter()
+            .filter(|(name, channel)| {
+                // Not yet confirmed: the subscribe in flight records its node.
+                channel.node.lock().as_deref().is_some_and(|node| {
+                    let slot = fred::util::redis_keyslot(name.as_bytes());
+                    topology.serves(slot, node) == Some(false)
+                })
+            })
             .map(|(name, channel)| (name.clone(), channel.clone()))
             .collect();
-        if channels.is_empty() {
+        if moved.is_empty() || synced_at == Some(generation) {
             continue;
         }
         if let Err(e) = registry.client.sync_cluster().await {
             tracing::debug!(error = %e, "cluster map refresh failed");
             continue;
         }
-        for (name, channel) in channels {
+        synced_at = Some(generation);
+        for (name, channel) in moved {
             let subscribed_on = channel.node.lock().clone();
-            // Not yet confirmed: the subscribe in flight records its node.
-            if subscribed_on.is_none() {
-                continue;
-            }
             if shard_owner(&registry.client, &name) != subscribed_on
                 && !channel.moving.swap(true, Ordering::AcqRel)
             {
@@ -549,7 +572,7 @@ async fn follow_shard_owners(registry: std::sync::Weak<Hub>) {
 }
 
 async fn restore_on_reconnect(
-    registry: std::sync::Weak<Hub>,
+    registry: Weak<Hub>,
     mut reconnects: tokio::sync::broadcast::Receiver<fred::types::config::Server>,
 ) {
     loop {

@@ -7,16 +7,14 @@
 //! and how a message there wakes them, how its holds are renewed, and what a
 //! waiter that gives up must clean up.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use fred::types::Value;
 
-use crate::engine::hold::Hold;
 use crate::engine::hub::Wake;
-use crate::engine::script::Script;
+use crate::engine::script::{Latch, Script, ScriptCall};
 use crate::engine::Engine;
-use crate::OwnerId;
+use crate::owner::OwnerId;
 
 /// One kind of lock object.
 pub(crate) trait LockKind: Send + Sync + 'static {
@@ -112,8 +110,11 @@ pub(crate) trait LockKind: Send + Sync + 'static {
     /// lock was deleted, 0 there was none.
     fn force_unlock(&self, engine: &Engine, lock: &str) -> ScriptCall;
 
-    /// How held locks of this kind are renewed by the watchdog.
-    fn renewal(&self) -> &'static dyn Renewal;
+    /// How held locks of this kind are renewed by the watchdog: by default
+    /// Redisson's LockTask, for a hold that is a field of the lock's hash.
+    fn renewal(&self) -> &'static Renewal {
+        &FIELD_RENEWAL
+    }
 
     /// Whether a waiter of this kind leaves state on Redis (a queue entry)
     /// that it must clean up when it gives up.
@@ -153,7 +154,12 @@ pub(crate) trait LockKind: Send + Sync + 'static {
     /// Checked before an acquisition by an owner that already holds other
     /// kinds of this lock (a reader asking for the write lock), for a
     /// request that could never succeed.
-    fn refuse(&self, _engine: &Engine, _lock: &str, _owner: OwnerId) -> Option<crate::Error> {
+    fn refuse(
+        &self,
+        _engine: &Engine,
+        _lock: &str,
+        _owner: OwnerId,
+    ) -> Option<crate::error::Error> {
         None
     }
 }
@@ -216,46 +222,89 @@ pub(crate) enum Patience {
     Forever,
 }
 
-/// The unlock latch of one release request.
-pub(crate) struct Latch {
-    pub(crate) key: String,
-    pub(crate) ttl_ms: i64,
+/// One of Redisson's renewal tasks, as data: the watchdog renews a batch
+/// of holds of one renewal (and, where multi-key scripts must stay in one
+/// slot, of one slot) with one call of `script`, built by [`Renewal::batch`].
+/// Its arguments are the lease, the client's wall clock when `with_now`,
+/// then what each hold adds; its reply has one entry per lock (`per_lock`)
+/// or per hold: 1 renewed, 0 gone.
+pub(crate) struct Renewal {
+    /// Tells renewals apart when the watchdog groups holds.
+    pub(crate) name: &'static str,
+    pub(crate) script: fn() -> &'static Script,
+    pub(crate) with_now: bool,
+    /// Holds of one lock share an entry: its keys once, then the number of
+    /// its holds and what each adds (the read lock's).
+    pub(crate) per_lock: bool,
+    /// The keys of an entry, for the lock `name`.
+    pub(crate) keys: fn(&str) -> Vec<String>,
+    /// What one hold (`field` on the lock `name`) adds to its entry.
+    pub(crate) hold_args: fn(&str, &str) -> Vec<Value>,
 }
 
-/// A script and what to run it with.
-#[derive(Clone)]
-pub(crate) struct ScriptCall {
-    pub(crate) script: &'static Script,
-    pub(crate) keys: Vec<String>,
-    pub(crate) args: Vec<Value>,
-}
-
-impl ScriptCall {
-    /// `EVALSHA`'s or `EVAL`'s arguments: `head` (the SHA or the text), the
-    /// key count, the keys, the arguments. The keys' strings are moved, not
-    /// copied.
-    pub(crate) fn into_argv(self, head: Value) -> Vec<Value> {
-        let mut argv = Vec::with_capacity(2 + self.keys.len() + self.args.len());
-        argv.push(head);
-        argv.push((self.keys.len() as i64).into());
-        argv.extend(self.keys.into_iter().map(Value::from));
-        argv.extend(self.args);
-        argv
+impl Renewal {
+    /// The call renewing `holds` (lock name, owner field; holds of one lock
+    /// next to each other) to `lease_ms`, and for each entry of its reply
+    /// the indexes of the holds it speaks for.
+    pub(crate) fn batch(
+        &self,
+        holds: &[(&str, String)],
+        lease_ms: i64,
+    ) -> (ScriptCall, Vec<Vec<usize>>) {
+        let mut keys = vec![];
+        let mut args: Vec<Value> = vec![lease_ms.into()];
+        if self.with_now {
+            args.push(wall_clock_ms().into());
+        }
+        let mut entries: Vec<Vec<usize>> = vec![];
+        let mut count_at = 0;
+        for (i, (lock, field)) in holds.iter().enumerate() {
+            let new_entry = !self.per_lock || i == 0 || holds[i - 1].0 != *lock;
+            if new_entry {
+                keys.extend((self.keys)(lock));
+                entries.push(vec![]);
+                if self.per_lock {
+                    count_at = args.len();
+                    args.push(0.into());
+                }
+            }
+            if let Some(entry) = entries.last_mut() {
+                entry.push(i);
+                if self.per_lock {
+                    args[count_at] = (entry.len() as i64).into();
+                }
+            }
+            args.extend((self.hold_args)(lock, field));
+        }
+        let call = ScriptCall {
+            script: (self.script)(),
+            keys,
+            args,
+        };
+        (call, entries)
     }
 }
 
-/// One of Redisson's renewal tasks: renews a batch of holds (all of this
-/// renewal, all in one hash slot) with one script.
-pub(crate) trait Renewal: Send + Sync + 'static {
-    /// Tells renewals apart when the watchdog groups holds.
-    fn name(&self) -> &'static str;
+/// Redisson's LockTask: for every lock held by a hash field, `HEXISTS` then
+/// `PEXPIRE` to the lease; one reply entry per hold. Every kind whose hold
+/// is a field of the lock's hash (RLock, fair, fenced, spin, write, the
+/// non-reentrant locks) renews this way.
+pub(crate) static FIELD_RENEWAL: Renewal = Renewal {
+    name: "field",
+    script: || &RENEW,
+    with_now: false,
+    per_lock: false,
+    keys: |lock| vec![lock.to_string()],
+    hold_args: |_, field| vec![field.into()],
+};
 
-    /// The script renewing `holds` to `lease_ms`, and for each entry of its
-    /// reply (1 renewed, 0 gone) the indexes of the holds it speaks for.
-    fn batch(
-        &self,
-        engine: &Engine,
-        holds: &[Arc<Hold>],
-        lease_ms: i64,
-    ) -> (ScriptCall, Vec<Vec<usize>>);
+/// `lua/lock/renew.lua`.
+static RENEW: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("../../lua/lock/renew.lua")));
+
+/// The client's wall clock in ms, as Redisson passes `now` to some scripts.
+pub(crate) fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }

@@ -21,7 +21,6 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::engine::hold::Hold;
 use crate::error::{Error, Result};
 
 pub use crate::config::MAX_LEASE;
@@ -65,7 +64,8 @@ struct Deadline {
     at: Instant,
 }
 
-/// Deadline, risk and lost flags of one hold, kept inline in the hold.
+/// Deadline, risk and lost flags of one hold, shared by the hold and its
+/// lost signals.
 pub(crate) struct LeaseState {
     deadline: Mutex<Deadline>,
     /// The last renewal failed or was not confirmed by the replicas, or the
@@ -75,12 +75,11 @@ pub(crate) struct LeaseState {
     lost: AtomicBool,
     /// Redis no longer has the field (renewal found it missing, force unlock).
     gone: AtomicBool,
+    /// Wakes this hold's signal waiters when it is put at risk or lost: in a
+    /// failover that puts every hold at risk, each waiter is woken once, by
+    /// its own hold.
+    changed: Notify,
 }
-
-/// Wakes every signal waiter, of every hold, when any hold is put at risk or
-/// lost; each re-checks its own. Both are rare, and a `Notify` per hold
-/// would cost every held lock 32 bytes.
-static CHANGED: Notify = Notify::const_new();
 
 impl LeaseState {
     pub(crate) fn new() -> Self {
@@ -93,6 +92,7 @@ impl LeaseState {
             at_risk: AtomicBool::new(false),
             lost: AtomicBool::new(false),
             gone: AtomicBool::new(false),
+            changed: Notify::new(),
         }
     }
 
@@ -122,7 +122,7 @@ impl LeaseState {
     pub(crate) fn mark_at_risk(&self) -> bool {
         let first = !self.at_risk.swap(true, Ordering::AcqRel);
         if first {
-            CHANGED.notify_waiters();
+            self.changed.notify_waiters();
         }
         first
     }
@@ -136,7 +136,7 @@ impl LeaseState {
     pub(crate) fn mark_lost(&self) -> bool {
         let first = !self.lost.swap(true, Ordering::AcqRel);
         if first {
-            CHANGED.notify_waiters();
+            self.changed.notify_waiters();
         }
         first
     }
@@ -175,11 +175,11 @@ impl LeaseState {
         self.wait_until(Self::is_at_risk).await
     }
 
-    /// Waits until `state` holds; it is re-checked after every change of any
-    /// hold and at this hold's deadline.
+    /// Waits until `state` holds; it is re-checked after every change of
+    /// this hold and at its deadline.
     async fn wait_until(&self, state: fn(&Self) -> bool) {
         loop {
-            let woken = CHANGED.notified();
+            let woken = self.changed.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
             if state(self) {
@@ -215,18 +215,18 @@ impl LeaseState {
 /// ```
 #[derive(Clone)]
 pub struct LostSignal {
-    hold: Arc<Hold>,
+    lease: Arc<LeaseState>,
 }
 
 impl LostSignal {
-    pub(crate) fn new(hold: Arc<Hold>) -> Self {
-        LostSignal { hold }
+    pub(crate) fn new(lease: Arc<LeaseState>) -> Self {
+        LostSignal { lease }
     }
 
     /// Non-blocking check: true once the lock is known lost or its lease
     /// deadline has passed.
     pub fn is_lost(&self) -> bool {
-        self.hold.lease.is_lost()
+        self.lease.is_lost()
     }
 
     /// Completes when the lock is lost.
@@ -248,19 +248,19 @@ impl LostSignal {
     /// # Ok(()) }
     /// ```
     pub async fn lost(&self) {
-        self.hold.lease.wait_lost().await
+        self.lease.wait_lost().await
     }
 
     /// The instant (monotonic clock) after which the lock counts as lost unless
     /// a renewal is confirmed first.
     pub fn deadline(&self) -> Instant {
-        self.hold.lease.deadline()
+        self.lease.deadline()
     }
 
     /// Non-blocking check: true while the lock is at risk (see
     /// [`LostSignal::at_risk`]), and once it is lost.
     pub fn is_at_risk(&self) -> bool {
-        self.hold.lease.is_at_risk()
+        self.lease.is_at_risk()
     }
 
     /// Completes when the lock is at risk: its last renewal failed (Redis
@@ -291,7 +291,7 @@ impl LostSignal {
     /// # Ok(()) }
     /// ```
     pub async fn at_risk(&self) {
-        self.hold.lease.wait_at_risk().await
+        self.lease.wait_at_risk().await
     }
 }
 
@@ -307,6 +307,7 @@ impl std::fmt::Debug for LostSignal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::future::Future;
 
     #[test]
     fn lease_bounds() {
@@ -337,6 +338,39 @@ mod tests {
             t0 + Duration::from_secs(2) + lease - safety_margin(lease)
         );
         assert!(state.is_lost());
+    }
+
+    /// Marking one hold at risk or lost wakes the waiters of that hold
+    /// only: in a failover that touches N holds, N wake-ups, not N².
+    #[tokio::test]
+    async fn a_change_wakes_only_its_own_holds_waiters() {
+        use futures::task::ArcWake;
+        use std::sync::atomic::AtomicUsize;
+
+        struct Count(AtomicUsize);
+        impl ArcWake for Count {
+            fn wake_by_ref(me: &Arc<Self>) {
+                me.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let (a, b) = (LeaseState::new(), LeaseState::new());
+        a.confirm(Instant::now(), Duration::from_secs(60));
+        b.confirm(Instant::now(), Duration::from_secs(60));
+        let woken = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = futures::task::waker(woken.clone());
+        let mut cx = std::task::Context::from_waker(&waker);
+        let mut b_waits = std::pin::pin!(b.wait_at_risk());
+        assert!(b_waits.as_mut().poll(&mut cx).is_pending());
+        assert!(a.mark_at_risk());
+        assert!(a.mark_lost());
+        assert_eq!(
+            woken.0.load(Ordering::SeqCst),
+            0,
+            "another hold's change woke b"
+        );
+        assert!(b.mark_at_risk());
+        assert_eq!(woken.0.load(Ordering::SeqCst), 1);
+        assert!(b_waits.as_mut().poll(&mut cx).is_ready());
     }
 
     #[tokio::test]

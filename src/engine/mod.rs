@@ -32,11 +32,13 @@ pub(crate) mod lease;
 pub(crate) mod lifecycle;
 pub(crate) mod loan;
 pub(crate) mod object;
+pub(crate) mod operations;
 pub(crate) mod raw;
 pub(crate) mod reentry;
 pub(crate) mod release;
 pub(crate) mod replica_sync;
 pub(crate) mod request;
+pub(crate) mod safety;
 pub(crate) mod script;
 pub(crate) mod settle;
 pub(crate) mod telemetry;
@@ -59,10 +61,10 @@ use crate::naming;
 use coalesce::{Lane, Route};
 use hold::Holds;
 use hub::Hub;
-use kind::ScriptCall;
 use lifecycle::Lifecycle;
-use replica_sync::{ReplicaSync, Synced};
-use script::WaitFor;
+use replica_sync::ReplicaSync;
+use safety::Synced;
+use script::{ScriptCall, WaitFor};
 use unlock_latch::LatchSweeper;
 use watchdog::WatchdogStats;
 
@@ -299,7 +301,7 @@ impl Engine {
             let lock = raw::RawLock::new(self.clone(), hold.kind(), &hold.name);
             while hold.count() > 0 && !hold.is_retired() {
                 let watchdog = hold.next_release_is_watchdog();
-                if release::release(&lock, &hold, watchdog).await.is_err() {
+                if settle::release(&lock, &hold, watchdog).await.is_err() {
                     break;
                 }
             }

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use fred::clients::{Client, WithOptions};
 use fred::types::Value;
 
-use crate::engine::kind::{Latch, ScriptCall};
 use crate::engine::lifecycle::Busy;
-use crate::engine::replica_sync::Synced;
 use crate::engine::request::{Request, Sent, Target};
+use crate::engine::safety::Synced;
+use crate::engine::script::{Latch, ScriptCall};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::naming;

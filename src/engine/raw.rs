@@ -10,18 +10,66 @@ use fred::interfaces::{HashesInterface, KeysInterface};
 
 use crate::config::BackOff;
 use crate::engine::hold::Hold;
-use crate::engine::kind::{Call, LockKind, LockedWhen, Patience, ScriptCall};
+use crate::engine::kind::{Call, LockKind, LockedWhen, Patience};
 use crate::engine::lease::LostSignal;
-use crate::engine::replica_sync::SafetyLevel;
-use crate::engine::wait::{self, Granted};
-use crate::engine::{release, script, Engine};
+use crate::engine::safety::SafetyLevel;
+use crate::engine::script::ScriptCall;
+use crate::engine::{script, Engine};
 use crate::error::{Error, Result};
-use crate::lock::{Holder, Ttl, Unlocked};
-use crate::OwnerId;
+use crate::owner::OwnerId;
 
-/// `lua/engine/delete.lua`: deletes an object's keys.
-static DELETE: std::sync::LazyLock<script::Script> =
-    std::sync::LazyLock::new(|| script::Script::new(include_str!("../../lua/engine/delete.lua")));
+/// An acquisition: the hold, and the fencing token if the kind has one.
+pub(crate) type Granted = (Held, Option<i64>);
+
+/// What an unlock left behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unlocked {
+    /// The last hold was released: the lock is free and waiters were told.
+    Released,
+    /// The owner still holds the lock reentrantly (the hold count went down by one).
+    StillHeld,
+}
+
+/// One holder of a lock, decoded from its hash field `<client-id>:<owner-id>`.
+/// Holders of JVM Redisson clients decode the same way (owner = thread id).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct Holder {
+    /// Id of the client (Rust or JVM) that holds the lock.
+    pub client_id: String,
+    /// Owner within that client: an owner id here, a thread id on the JVM.
+    pub owner: String,
+    /// Reentrant hold count.
+    pub hold_count: i64,
+    /// Whether `client_id` is the id of the client that read the lock
+    /// ([`crate::RedissonClient::id`]): the hold is this process's own.
+    pub this_client: bool,
+}
+
+impl Holder {
+    /// Decodes `<client-id>:<owner-id>` (without the write lock's `:write`)
+    /// and its hold count, as read by the client `reader_id`.
+    pub(crate) fn from_field(field: &str, count: &str, reader_id: &str) -> Option<Holder> {
+        let (client_id, owner) = field.rsplit_once(':')?;
+        Some(Holder {
+            client_id: client_id.to_string(),
+            owner: owner.to_string(),
+            hold_count: count.trim().parse().unwrap_or(0),
+            this_client: client_id == reader_id,
+        })
+    }
+}
+
+/// A lock's remaining time to live, as `PTTL` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ttl {
+    /// No such key: the lock is free.
+    Absent,
+    /// The key exists without a TTL (not written by a lock client).
+    Persistent,
+    /// The key expires after this long unless renewed.
+    Expires(Duration),
+}
 
 /// One lock of one kind, as the engine sees it, and who acquires it: a
 /// fixed owner ([`RawLock::with_owner`]), else the owner of the enclosing
@@ -113,99 +161,6 @@ impl RawLock {
             field,
             lease_ms: lease.as_millis().min(i64::MAX as u128) as i64,
             patience,
-        }
-    }
-
-    /// Acquires for the current (or a new) owner, waiting as `patience` says.
-    pub(crate) async fn acquire(
-        &self,
-        lease: Option<Duration>,
-        patience: Patience,
-    ) -> Result<Option<Granted>> {
-        if let Some(lease) = lease {
-            crate::engine::lease::lease_millis(lease, "lease")?;
-        }
-        wait::acquire(self, lease, patience).await
-    }
-
-    /// Releases one hold of the current owner without a guard (Redisson's
-    /// `unlock()`).
-    pub(crate) async fn unlock(&self) -> Result<Unlocked> {
-        self.engine.ensure_open()?;
-        // Outside a scope nobody is the current owner: an unused owner's
-        // unlock finds nothing to release, on Redis as here.
-        let owner = self.acquiring_owner();
-        match self.engine.holds.get(self.kind, &self.name, owner) {
-            Some(hold) => {
-                let watchdog = hold.next_release_is_watchdog();
-                release::release(self, &hold, watchdog).await
-            }
-            None => {
-                let field = self.field_of(owner);
-                let lease = self.engine.config.lock_watchdog_timeout;
-                release::send_unlock(self, &field, lease, &crate::engine::request::Request::new())
-                    .await
-                    .map(|(unlocked, _)| unlocked)
-            }
-        }
-    }
-
-    /// Deletes the lock whoever holds it and wakes its waiters.
-    pub(crate) async fn force_unlock(&self) -> Result<bool> {
-        self.engine.ensure_open()?;
-        let call = || self.kind.force_unlock(&self.engine, &self.name);
-        let (reply, synced) = self
-            .engine
-            .write(call)
-            .await
-            .map_err(|e| self.wrong_type(e))?;
-        self.deleted("force_unlock", script::as_i64(&reply) == Some(1), synced)
-    }
-
-    /// Deletes `keys`, the lock's keys, whoever holds it and without a
-    /// message (Redisson's `delete()`: one `DEL`, sent once here). Returns
-    /// whether any of them existed.
-    pub(crate) async fn delete(&self, keys: Vec<String>) -> Result<bool> {
-        self.engine.ensure_open()?;
-        let call = || ScriptCall {
-            script: &DELETE,
-            keys: keys.clone(),
-            args: vec![],
-        };
-        let (reply, synced) = self.engine.write(call).await?;
-        let deleted = script::as_i64(&reply).is_some_and(|n| n > 0);
-        self.deleted("delete", deleted, synced)
-    }
-
-    /// What a forced delete reports: the local holds are dropped once the
-    /// keys are gone, and a delete the replicas did not confirm is an error
-    /// even so (it happened on the primary and may be undone by a failover).
-    fn deleted(
-        &self,
-        operation: &'static str,
-        deleted: bool,
-        synced: crate::engine::replica_sync::Synced,
-    ) -> Result<bool> {
-        if deleted {
-            self.mark_deleted();
-        }
-        if let crate::engine::replica_sync::Synced::Short { .. } = synced {
-            return Err(self
-                .engine
-                .replica_sync
-                .not_synced(operation, &self.name, synced));
-        }
-        Ok(deleted)
-    }
-
-    /// The lock's hash is gone: every hold on it, of any kind, is lost.
-    /// Holds still at zero may belong to an acquire in flight that runs
-    /// after the delete and really takes the lock.
-    fn mark_deleted(&self) {
-        for hold in self.engine.holds.of_name(&self.name) {
-            if hold.count() > 0 {
-                hold.lease.mark_gone();
-            }
         }
     }
 
@@ -379,15 +334,15 @@ impl std::fmt::Debug for RawLock {
 /// in the background when dropped. Kept small (the hold knows its kind, lock
 /// and owner): a client may keep many thousands.
 pub(crate) struct Held {
-    engine: Arc<Engine>,
+    pub(crate) engine: Arc<Engine>,
     /// The kind this hold was taken as, whose unlock releases it (the hold
     /// may count other kinds' holds of the same field too).
-    kind: &'static dyn LockKind,
-    hold: Arc<Hold>,
-    watchdog: bool,
+    pub(crate) kind: &'static dyn LockKind,
+    pub(crate) hold: Arc<Hold>,
+    pub(crate) watchdog: bool,
     /// What the replicas confirmed of the acquisition.
-    safety: SafetyLevel,
-    released: bool,
+    pub(crate) safety: SafetyLevel,
+    pub(crate) released: bool,
 }
 
 impl Held {
@@ -422,7 +377,7 @@ impl Held {
     }
 
     /// The lock this hold is of, as the engine sees it.
-    fn lock(&self) -> RawLock {
+    pub(crate) fn lock(&self) -> RawLock {
         RawLock::of_hold(self.engine.clone(), self.kind, &self.hold)
     }
 
@@ -463,62 +418,7 @@ impl Held {
     }
 
     pub(crate) fn lost_signal(&self) -> LostSignal {
-        LostSignal::new(self.hold.clone())
-    }
-
-    /// Sets the hold's lease (it is not renewed from then on), if the lock
-    /// is still this owner's: the kind's renewal script for this one hold,
-    /// to `lease`. Returns whether Redis still had it.
-    pub(crate) async fn set_lease(&self, lease: Duration) -> Result<bool> {
-        let lease_ms = crate::engine::lease::lease_millis(lease, "lease")?;
-        let renewal = self.hold.kind().renewal();
-        let (call, _) = renewal.batch(&self.engine, std::slice::from_ref(&self.hold), lease_ms);
-        let sent_at = tokio::time::Instant::now();
-        let (reply, _) = self.engine.write(|| call.clone()).await?;
-        let held = match reply {
-            fred::types::Value::Array(flags) => flags
-                .first()
-                .and_then(script::as_i64)
-                .is_some_and(|flag| flag == 1),
-            _ => false,
-        };
-        if held {
-            self.hold.set_explicit_lease(lease);
-            self.hold.lease.confirm(sent_at, lease);
-        }
-        Ok(held)
-    }
-
-    pub(crate) async fn unlock(mut self) -> Result<Unlocked> {
-        self.released = true;
-        release::release(&self.lock(), &self.hold.clone(), self.watchdog).await
-    }
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        if self.released || self.hold.is_retired() {
-            // Released, or nothing left to release (the client's shutdown did).
-            return;
-        }
-        let (lock, hold, watchdog) = (self.lock(), self.hold.clone(), self.watchdog);
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                // Counted before the spawn, so a shutdown waits for it.
-                let busy = lock.engine.lifecycle.track();
-                runtime.spawn(async move {
-                    match release::release(&lock, &hold, watchdog).await {
-                        Ok(_) | Err(Error::LockLost { .. } | Error::Shutdown) => {}
-                        Err(e) => {
-                            tracing::warn!(lock = %hold.name, error = %e, "background unlock of a dropped guard failed")
-                        }
-                    }
-                    drop(busy);
-                });
-            }
-            // No runtime to talk to Redis: stop renewing so the lease expires.
-            Err(_) => crate::engine::settle::forget(&lock, &hold, watchdog),
-        }
+        LostSignal::new(self.hold.lease.clone())
     }
 }
 

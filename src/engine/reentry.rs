@@ -11,7 +11,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::OwnerId;
+use crate::owner::OwnerId;
 
 /// One enclosing hold.
 #[derive(Clone)]

@@ -1,7 +1,9 @@
-//! One release, for any kind of lock: the kind's unlock script through an
-//! unlock latch (`redisson_unlock_latch:{name}:<request-id>`, a
-//! [`Request`]), so that a retry replays the first outcome instead of
-//! releasing twice.
+//! One release, for any kind of lock, with the hold's `ops` slot taken: the
+//! kind's unlock script through an unlock latch
+//! (`redisson_unlock_latch:{name}:<request-id>`, a [`Request`]), so that a
+//! retry replays the first outcome instead of releasing twice; and giving
+//! back holds Redis counts that this client does not. What happens when the
+//! caller stops waiting is `settle`'s.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,50 +13,21 @@ use tracing::Instrument;
 
 use crate::engine::hold::Hold;
 use crate::engine::kind::Patience;
-use crate::engine::raw::RawLock;
-use crate::engine::replica_sync::Synced;
+use crate::engine::raw::{RawLock, Unlocked};
 use crate::engine::request::{Confirm, Request, Target};
+use crate::engine::safety::Synced;
 use crate::engine::script;
-use crate::engine::settle::{give_back_untracked, FinishOnDrop, Slot, Unfinished};
 use crate::engine::telemetry;
 use crate::error::{Error, Result};
-use crate::lock::Unlocked;
 use crate::naming;
 
-/// Releases one hold recorded in `hold`. Safe to cancel: the unlock's request
-/// id is fixed before anything is sent, and if the caller stops waiting (a
-/// timeout around `unlock()`), a background task finishes the same request,
-/// replayed through its latch if it already ran; a hold is never released
-/// twice nor left in place and renewed forever.
-pub(crate) async fn release(lock: &RawLock, hold: &Arc<Hold>, watchdog: bool) -> Result<Unlocked> {
-    if hold.is_retired() && lock.engine.lifecycle.is_closing() {
-        // Released by the client's shutdown already.
-        return Err(Error::Shutdown);
-    }
-    let request = Request::new();
-    // Armed before waiting for the slot: even a caller who gives up then
-    // must not leave the hold in place.
-    let mut finish = FinishOnDrop::new(Unfinished::Release {
-        lock: lock.clone(),
-        hold: hold.clone(),
-        watchdog,
-        request: request.clone(),
-        owns_slot: false,
-        busy: lock.engine.lifecycle.track(),
-    });
-    let slot = hold.ops.acquire().await.map_err(|_| Error::Shutdown);
-    let Ok(slot) = slot else {
-        finish.complete();
-        return Err(Error::Shutdown);
-    };
-    slot.forget();
-    finish.took_slot();
-    let (outcome, slot) = release_locked(lock, hold, watchdog, &request).await;
-    match slot {
-        Slot::Kept => finish.complete(),
-        Slot::PassedOn => finish.disarm(),
-    }
-    outcome
+/// Who holds a hold's `ops` slot after a release.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Slot {
+    /// Still the caller, who gives it back.
+    Kept,
+    /// A background task, which gives it back when done.
+    PassedOn,
 }
 
 /// Releases one hold, with the hold's `ops` slot taken. After the script's
@@ -74,7 +47,7 @@ pub(crate) async fn release_locked(
     watchdog: bool,
     request: &Request,
 ) -> (Result<Unlocked>, Slot) {
-    let span = telemetry::release_span(hold);
+    let span = telemetry::release_span(hold.subject());
     // Not boxed, as in `wait::acquire`.
     let (outcome, slot) = release_traced(lock, hold, watchdog, request)
         .instrument(span.clone())
@@ -112,7 +85,7 @@ async fn release_traced(
     if was_lost && !hold.lease.is_gone() && hold.count() == 1 {
         // Noticed only now: the lease ran out before a renewal was
         // confirmed. (A renewal that found it gone reported it already.)
-        telemetry::lost(hold, "lease_expired");
+        telemetry::lost(hold.subject(), "lease_expired");
     }
     let lost = |outcome: Result<Unlocked>| match outcome {
         Ok(_) | Err(Error::NotHeld { .. }) if was_lost => Err(Error::LockLost {
@@ -228,4 +201,38 @@ pub(crate) async fn send_release(
         _ => return Err(script::unexpected(operation, &sent.reply)),
     };
     Ok((unlocked, sent.first_sent))
+}
+
+/// With the hold's `ops` slot taken: reads the owner's hold count on Redis
+/// and releases whatever exceeds ours (acquires this client never recorded).
+/// The read is ordered after any script this owner sent on the same
+/// connection.
+pub(crate) async fn give_back_untracked(lock: &RawLock, hold: &Arc<Hold>) {
+    let engine = &lock.engine;
+    let field = hold.field(&engine.id);
+    // An abandoned acquire may still be queued for a batch: read after it.
+    engine.after_abandoned(lock.key()).await;
+    let count = lock
+        .count_on_redis(&engine.reader(lock.key()), &field)
+        .await;
+    let extra = match count {
+        Ok(count) => count - i64::from(hold.count()),
+        Err(e) => {
+            tracing::warn!(lock = %lock.name, error = %e, "could not check for untracked holds; any expire with their lease");
+            0
+        }
+    };
+    let lease = hold.lease_after_release(false, engine.config.lock_watchdog_timeout);
+    for _ in 0..extra.clamp(0, 64) {
+        tracing::info!(lock = %lock.name, "giving back a hold this client did not record");
+        match send_unlock(lock, &field, lease, &Request::new()).await {
+            Ok((Unlocked::StillHeld, _)) => {}
+            Ok((Unlocked::Released, _)) => break,
+            Err(e) => {
+                tracing::warn!(lock = %lock.name, error = %e, "giving back an untracked hold failed; it expires with its lease");
+                break;
+            }
+        }
+    }
+    engine.holds.retire_if_done(hold);
 }

@@ -15,8 +15,8 @@ use std::time::Duration;
 use fred::types::Value;
 use tokio::time::Instant;
 
-use crate::engine::kind::{Latch, ScriptCall};
-use crate::engine::replica_sync::Synced;
+use crate::engine::safety::Synced;
+use crate::engine::script::{Latch, ScriptCall};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 

@@ -16,8 +16,35 @@ use fred::types::config::Options;
 use fred::types::{ClusterHash, CustomCommand, Value};
 
 use crate::engine::boxed_reply;
-use crate::engine::kind::ScriptCall;
 use crate::error::{Error, Result};
+
+/// The unlock latch of one release request.
+pub(crate) struct Latch {
+    pub(crate) key: String,
+    pub(crate) ttl_ms: i64,
+}
+
+/// A script and what to run it with.
+#[derive(Clone)]
+pub(crate) struct ScriptCall {
+    pub(crate) script: &'static Script,
+    pub(crate) keys: Vec<String>,
+    pub(crate) args: Vec<Value>,
+}
+
+impl ScriptCall {
+    /// `EVALSHA`'s or `EVAL`'s arguments: `head` (the SHA or the text), the
+    /// key count, the keys, the arguments. The keys' strings are moved, not
+    /// copied.
+    pub(crate) fn into_argv(self, head: Value) -> Vec<Value> {
+        let mut argv = Vec::with_capacity(2 + self.keys.len() + self.args.len());
+        argv.push(head);
+        argv.push((self.keys.len() as i64).into());
+        argv.extend(self.keys.into_iter().map(Value::from));
+        argv.extend(self.args);
+        argv
+    }
+}
 
 /// A script and its SHA-1.
 pub(crate) struct Script {

@@ -17,20 +17,11 @@ use std::sync::Arc;
 use crate::engine::hold::Hold;
 use crate::engine::kind::Patience;
 use crate::engine::lifecycle::Busy;
-use crate::engine::raw::RawLock;
-use crate::engine::release::{release_locked, send_unlock};
+use crate::engine::raw::{RawLock, Unlocked};
+use crate::engine::release::{give_back_untracked, release_locked, Slot};
 use crate::engine::request::Request;
-use crate::lock::Unlocked;
-use crate::OwnerId;
-
-/// Who holds a hold's `ops` slot after a release.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Slot {
-    /// Still the caller, who gives it back.
-    Kept,
-    /// A background task, which gives it back when done.
-    PassedOn,
-}
+use crate::error::{Error, Result};
+use crate::owner::OwnerId;
 
 /// An operation whose caller may stop waiting before it completes.
 pub(crate) enum Unfinished {
@@ -75,10 +66,14 @@ impl FinishOnDrop {
         self.0 = None;
     }
 
-    /// The operation completed: give its `ops` slot back.
+    /// The operation completed: give its `ops` slot back (an acquire's hold
+    /// leaves the table if it holds nothing).
     pub(crate) fn complete(mut self) {
         match self.0.take() {
-            Some(Unfinished::Acquire { hold, .. }) => hold.ops.add_permits(1),
+            Some(Unfinished::Acquire { lock, hold, .. }) => {
+                lock.engine.holds.retire_if_done(&hold);
+                hold.ops.add_permits(1);
+            }
             Some(Unfinished::Release {
                 hold,
                 owns_slot: true,
@@ -153,38 +148,40 @@ impl Drop for FinishOnDrop {
     }
 }
 
-/// With the hold's `ops` slot taken: reads the owner's hold count on Redis
-/// and releases whatever exceeds ours (acquires this client never recorded).
-/// The read is ordered after any script this owner sent on the same
-/// connection.
-pub(crate) async fn give_back_untracked(lock: &RawLock, hold: &Arc<Hold>) {
-    let engine = &lock.engine;
-    let field = hold.field(&engine.id);
-    // An abandoned acquire may still be queued for a batch: read after it.
-    engine.after_abandoned(lock.key()).await;
-    let count = lock
-        .count_on_redis(&engine.reader(lock.key()), &field)
-        .await;
-    let extra = match count {
-        Ok(count) => count - i64::from(hold.count()),
-        Err(e) => {
-            tracing::warn!(lock = %lock.name, error = %e, "could not check for untracked holds; any expire with their lease");
-            0
-        }
-    };
-    let lease = hold.lease_after_release(false, engine.config.lock_watchdog_timeout);
-    for _ in 0..extra.clamp(0, 64) {
-        tracing::info!(lock = %lock.name, "giving back a hold this client did not record");
-        match send_unlock(lock, &field, lease, &Request::new()).await {
-            Ok((Unlocked::StillHeld, _)) => {}
-            Ok((Unlocked::Released, _)) => break,
-            Err(e) => {
-                tracing::warn!(lock = %lock.name, error = %e, "giving back an untracked hold failed; it expires with its lease");
-                break;
-            }
-        }
+/// Releases one hold recorded in `hold`. Safe to cancel: the unlock's request
+/// id is fixed before anything is sent, and if the caller stops waiting (a
+/// timeout around `unlock()`), a background task finishes the same request,
+/// replayed through its latch if it already ran; a hold is never released
+/// twice nor left in place and renewed forever.
+pub(crate) async fn release(lock: &RawLock, hold: &Arc<Hold>, watchdog: bool) -> Result<Unlocked> {
+    if hold.is_retired() && lock.engine.lifecycle.is_closing() {
+        // Released by the client's shutdown already.
+        return Err(Error::Shutdown);
     }
-    engine.holds.retire_if_done(hold);
+    let request = Request::new();
+    // Armed before waiting for the slot: even a caller who gives up then
+    // must not leave the hold in place.
+    let mut finish = FinishOnDrop::new(Unfinished::Release {
+        lock: lock.clone(),
+        hold: hold.clone(),
+        watchdog,
+        request: request.clone(),
+        owns_slot: false,
+        busy: lock.engine.lifecycle.track(),
+    });
+    let slot = hold.ops.acquire().await.map_err(|_| Error::Shutdown);
+    let Ok(slot) = slot else {
+        finish.complete();
+        return Err(Error::Shutdown);
+    };
+    slot.forget();
+    finish.took_slot();
+    let (outcome, slot) = release_locked(lock, hold, watchdog, &request).await;
+    match slot {
+        Slot::Kept => finish.complete(),
+        Slot::PassedOn => finish.disarm(),
+    }
+    outcome
 }
 
 /// Drops one hold locally without telling Redis (no runtime to do it).

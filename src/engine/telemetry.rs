@@ -38,10 +38,17 @@ use std::time::Duration;
 use tracing::field::Empty;
 use tracing::Span;
 
-use crate::engine::hold::Hold;
-use crate::engine::kind::LockKind;
-use crate::engine::replica_sync::SafetyLevel;
-use crate::OwnerId;
+use crate::engine::safety::SafetyLevel;
+use crate::owner::OwnerId;
+
+/// The hold an event is about, as logs name it.
+#[derive(Clone, Copy)]
+pub(crate) struct Subject<'a> {
+    /// The lock kind's name (`lock`, `fair_lock`, ...).
+    pub(crate) kind: &'static str,
+    pub(crate) lock: &'a str,
+    pub(crate) owner: OwnerId,
+}
 
 /// An acquire being traced: its span, and what is recorded when it ends.
 pub(crate) struct AcquireTrace {
@@ -53,13 +60,13 @@ pub(crate) struct AcquireTrace {
 }
 
 impl AcquireTrace {
-    pub(crate) fn start(kind: &'static dyn LockKind, name: &str, owner: OwnerId) -> Self {
+    pub(crate) fn start(subject: Subject<'_>) -> Self {
         let span = tracing::debug_span!(
             target: "redisson_lock",
             "acquire",
-            lock = name,
-            owner = owner.get(),
-            kind = kind.name(),
+            lock = subject.lock,
+            owner = subject.owner.get(),
+            kind = subject.kind,
             attempts = Empty,
             waited_ms = Empty,
             outcome = Empty,
@@ -67,7 +74,7 @@ impl AcquireTrace {
         );
         AcquireTrace {
             span,
-            kind: kind.name(),
+            kind: subject.kind,
             started: tokio::time::Instant::now(),
             first_refusal: None,
             attempts: 0,
@@ -103,14 +110,14 @@ impl AcquireTrace {
     }
 }
 
-/// The span of one release of `hold`; [`released`] records its outcome.
-pub(crate) fn release_span(hold: &Hold) -> Span {
+/// The span of one release; [`released`] records its outcome.
+pub(crate) fn release_span(subject: Subject<'_>) -> Span {
     tracing::debug_span!(
         target: "redisson_lock",
         "release",
-        lock = &*hold.name,
-        owner = hold.owner.get(),
-        kind = hold.kind().name(),
+        lock = subject.lock,
+        owner = subject.owner.get(),
+        kind = subject.kind,
         outcome = Empty,
     )
 }
@@ -151,21 +158,21 @@ pub(crate) fn renewed(
 }
 
 /// A hold was found lost.
-pub(crate) fn lost(hold: &Hold, reason: &'static str) {
+pub(crate) fn lost(subject: Subject<'_>, reason: &'static str) {
     tracing::warn!(
         target: "redisson_lock",
-        lock = &*hold.name,
-        owner = hold.owner.get(),
-        kind = hold.kind().name(),
+        lock = subject.lock,
+        owner = subject.owner.get(),
+        kind = subject.kind,
         reason,
         "lock lost"
     );
-    metrics::lost(hold.kind().name(), reason);
+    metrics::lost(subject.kind, reason);
 }
 
 /// An acquisition was confirmed to `level`; recorded on the current span
 /// (the acquire's).
-pub(crate) fn acquired_at(kind: &'static dyn LockKind, level: SafetyLevel) {
+pub(crate) fn acquired_at(kind: &'static str, level: SafetyLevel) {
     let (field, label) = match level {
         SafetyLevel::Replicas { acked, promotable } => (
             format!("{acked}/{promotable}"),
@@ -179,25 +186,25 @@ pub(crate) fn acquired_at(kind: &'static dyn LockKind, level: SafetyLevel) {
         SafetyLevel::NotChecked => ("not_checked".to_string(), "not_checked"),
     };
     Span::current().record("safety", field.as_str());
-    metrics::acquired_at(kind.name(), label);
+    metrics::acquired_at(kind, label);
 }
 
 /// A hold was put at risk (it was not before).
-pub(crate) fn at_risk(hold: &Hold, reason: &'static str) {
+pub(crate) fn at_risk(subject: Subject<'_>, reason: &'static str) {
     tracing::warn!(
         target: "redisson_lock",
-        lock = &*hold.name,
-        owner = hold.owner.get(),
-        kind = hold.kind().name(),
+        lock = subject.lock,
+        owner = subject.owner.get(),
+        kind = subject.kind,
         reason,
         "lock at risk"
     );
-    metrics::at_risk(hold.kind().name(), reason);
+    metrics::at_risk(subject.kind, reason);
 }
 
 /// A hold count went from 0 to 1 (`true`) or from 1 to 0 (`false`).
-pub(crate) fn held(kind: &'static dyn LockKind, now_held: bool) {
-    metrics::held(kind.name(), now_held);
+pub(crate) fn held(kind: &'static str, now_held: bool) {
+    metrics::held(kind, now_held);
 }
 
 /// A waiter was woken by a message.

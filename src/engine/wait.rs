@@ -32,12 +32,12 @@ use crate::engine::attempt::{acquire_once, Attempt};
 use crate::engine::hub::Wake;
 use crate::engine::kind::Patience;
 use crate::engine::lifecycle::until_set;
-use crate::engine::raw::{Held, RawLock};
+use crate::engine::raw::{Granted, RawLock};
 use crate::engine::settle::GiveUpOnDrop;
 use crate::engine::telemetry::{self, AcquireTrace};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::OwnerId;
+use crate::owner::OwnerId;
 
 /// What one attempt of a waiter found.
 pub(crate) enum Step<T> {
@@ -157,9 +157,6 @@ impl Waiter<'_> {
 const FIRST_BACKOFF: Duration = Duration::from_millis(2);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
-/// An acquisition: the hold, and the fencing token if the kind has one.
-pub(crate) type Granted = (Held, Option<i64>);
-
 /// Acquires a lock of any kind, waiting as `patience` allows, in an
 /// `acquire` span (see `telemetry`).
 pub(crate) async fn acquire(
@@ -168,7 +165,11 @@ pub(crate) async fn acquire(
     patience: Patience,
 ) -> Result<Option<Granted>> {
     let owner = lock.acquiring_owner();
-    let mut trace = AcquireTrace::start(lock.kind, &lock.name, owner);
+    let mut trace = AcquireTrace::start(telemetry::Subject {
+        kind: lock.kind.name(),
+        lock: &lock.name,
+        owner,
+    });
     let span = trace.span().clone();
     // Not boxed: a box here would allocate and copy the whole acquisition
     // (fred's future included) on every call. What deepens callers' types
@@ -284,7 +285,7 @@ struct LockAttempts<'a> {
     /// Attempts in a row the replicas did not confirm.
     unconfirmed: u32,
     /// The last of them, while the refusals last.
-    last_short: Option<crate::engine::replica_sync::Synced>,
+    last_short: Option<crate::engine::safety::Synced>,
     trace: &'a mut AcquireTrace,
 }
 

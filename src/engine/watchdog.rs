@@ -5,7 +5,7 @@
 //! ReadLockTask for read holds), and on a cluster one hash slot per script.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, LazyLock, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use fred::types::Value;
@@ -15,9 +15,8 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::engine::hold::Hold;
-use crate::engine::kind::{Renewal, ScriptCall};
-use crate::engine::replica_sync::Synced;
-use crate::engine::script::{self, Script};
+use crate::engine::safety::Synced;
+use crate::engine::script;
 use crate::engine::telemetry;
 use crate::engine::Engine;
 
@@ -108,7 +107,7 @@ async fn renew_all_traced(engine: &Engine, span: &tracing::Span) {
             0
         };
         groups
-            .entry((hold.kind().renewal().name(), slot))
+            .entry((hold.kind().renewal().name, slot))
             .or_default()
             .push(hold);
     }
@@ -184,7 +183,7 @@ async fn renew_batch(engine: &Engine, holds: &[Arc<Hold>]) -> CycleStats {
                 // re-entry or partial unlock short of replicas): if the
                 // deadline comes before the next cycle, say so now.
                 if hold.lease.deadline() <= Instant::now() + period && hold.lease.mark_at_risk() {
-                    telemetry::at_risk(hold, "renewal_delayed");
+                    telemetry::at_risk(hold.subject(), "renewal_delayed");
                 }
                 false
             }
@@ -197,13 +196,17 @@ async fn renew_batch(engine: &Engine, holds: &[Arc<Hold>]) -> CycleStats {
     let holds = &holds[..];
     let lease = engine.config.lock_watchdog_timeout;
     let lease_ms = lease.as_millis() as i64;
-    let (call, entries) = holds[0].kind().renewal().batch(engine, holds, lease_ms);
+    let named: Vec<(&str, String)> = holds
+        .iter()
+        .map(|h| (&*h.name, h.field(&engine.id)))
+        .collect();
+    let (call, entries) = holds[0].kind().renewal().batch(&named, lease_ms);
     let sent_at = Instant::now();
     cycle.scripts += 1;
     let at_risk = |reason| {
         for hold in holds {
             if hold.lease.mark_at_risk() {
-                telemetry::at_risk(hold, reason);
+                telemetry::at_risk(hold.subject(), reason);
             }
         }
     };
@@ -251,47 +254,14 @@ async fn renew_batch(engine: &Engine, holds: &[Arc<Hold>]) -> CycleStats {
                     hold.lease.confirm(sent_at, lease);
                     cycle.renewed += 1;
                 } else if hold.lease.mark_at_risk() {
-                    telemetry::at_risk(hold, "renewal_unconfirmed");
+                    telemetry::at_risk(hold.subject(), "renewal_unconfirmed");
                 }
             } else if hold.lease.mark_gone() {
-                telemetry::lost(hold, "gone");
+                telemetry::lost(hold.subject(), "gone");
                 cycle.lost += 1;
             }
         }
     }
     drop(slots);
     cycle
-}
-
-/// Redisson's LockTask: for every lock held by a hash field, `HEXISTS` then
-/// `PEXPIRE` to the watchdog timeout; one reply entry per hold. Used by every
-/// kind whose hold is a field of the lock's hash (RLock, the fair lock, the
-/// write lock).
-pub(crate) struct FieldRenewal;
-
-/// `lua/lock/renew.lua`.
-static RENEW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/lock/renew.lua")));
-
-impl Renewal for FieldRenewal {
-    fn name(&self) -> &'static str {
-        "field"
-    }
-
-    fn batch(
-        &self,
-        engine: &Engine,
-        holds: &[Arc<Hold>],
-        lease_ms: i64,
-    ) -> (ScriptCall, Vec<Vec<usize>>) {
-        let mut args: Vec<Value> = Vec::with_capacity(holds.len() + 1);
-        args.push(lease_ms.into());
-        args.extend(holds.iter().map(|h| Value::from(h.field(&engine.id))));
-        let call = ScriptCall {
-            script: &RENEW,
-            keys: holds.iter().map(|h| h.name.to_string()).collect(),
-            args,
-        };
-        (call, (0..holds.len()).map(|i| vec![i]).collect())
-    }
 }

@@ -57,9 +57,10 @@ mod wire;
 
 use serde::Serialize;
 
+use crate::client::RedissonClient;
 use crate::error::Result;
+use crate::lock::read_write::RwMode;
 use crate::lock::Holder;
-use crate::{RedissonClient, RwMode};
 
 /// How many entries of one collection (a fair queue, a lease set, a
 /// reader's holds) [`RedissonClient::inspect`] lists; the totals are always
@@ -516,7 +517,9 @@ impl RedissonClient {
     pub async fn inspect(&self, name: &str) -> Result<ObjectInfo> {
         self.engine.ensure_open()?;
         if name.is_empty() {
-            return Err(crate::Error::InvalidArgument("object name is empty".into()));
+            return Err(crate::error::Error::InvalidArgument(
+                "object name is empty".into(),
+            ));
         }
         let read: futures::future::BoxFuture<'_, _> = Box::pin(read::inspect(&self.engine, name));
         read.await
@@ -558,12 +561,12 @@ impl RedissonClient {
     pub async fn scan_objects(&self, pattern: &str, count: u32) -> Result<Vec<ObjectSummary>> {
         self.engine.ensure_open()?;
         if pattern.is_empty() {
-            return Err(crate::Error::InvalidArgument(
+            return Err(crate::error::Error::InvalidArgument(
                 "the pattern is empty (use `*` for every object)".into(),
             ));
         }
         if count == 0 {
-            return Err(crate::Error::InvalidArgument(
+            return Err(crate::error::Error::InvalidArgument(
                 "the scan count must be at least 1".into(),
             ));
         }

@@ -2,8 +2,8 @@
 
 use super::keys::{is_lock_field, is_owner_id};
 use super::GroupMember;
+use crate::lock::read_write::RwMode;
 use crate::lock::Holder;
-use crate::RwMode;
 
 /// What a hash holds.
 pub(crate) enum HashShape {

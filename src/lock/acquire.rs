@@ -8,14 +8,19 @@ use std::time::Duration;
 use crate::engine::kind::Patience;
 use crate::error::Result;
 
-/// What can be acquired with an [`Acquire`] builder: every [`crate::Lock`]
-/// and [`crate::RMultiLock`]. Sealed.
+/// What can be acquired with an [`Acquire`] builder: every [`crate::Lock`],
+/// [`crate::RGroupLock`] and [`crate::RMultiLock`]. Sealed.
 pub trait Acquirable: sealed::Sealed + Sync {
     /// What an acquisition hands out.
     type Guard: Send + 'static;
 
+    /// Waits as long as it takes: only the lock, or an error, ends it.
     #[doc(hidden)]
-    fn acquire_on(&self, terms: sealed::Terms) -> BoxFuture<'_, Result<Option<Self::Guard>>>;
+    fn acquire_until(&self, terms: sealed::Until) -> BoxFuture<'_, Result<Self::Guard>>;
+
+    /// Waits within a bound: `None` when the lock stayed taken.
+    #[doc(hidden)]
+    fn acquire_within(&self, terms: sealed::Within) -> BoxFuture<'_, Result<Option<Self::Guard>>>;
 }
 
 /// A boxed, sendable future.
@@ -24,10 +29,27 @@ pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub(crate) mod sealed {
     use super::*;
 
-    /// One acquisition's terms, opaque outside the crate.
-    pub struct Terms {
+    /// The terms of an acquisition that waits as long as it takes, opaque
+    /// outside the crate.
+    pub struct Until {
         pub(crate) lease: Option<Duration>,
-        pub(crate) patience: Patience,
+    }
+
+    /// The terms of an acquisition that may give up, opaque outside the
+    /// crate: one try (`wait: None`) or up to `wait`.
+    pub struct Within {
+        pub(crate) lease: Option<Duration>,
+        pub(crate) wait: Option<Duration>,
+    }
+
+    impl Within {
+        /// The engine's patience for these terms.
+        pub(crate) fn patience(&self) -> Patience {
+            match self.wait {
+                Some(wait) => Patience::For(wait),
+                None => Patience::Once,
+            }
+        }
     }
 
     /// Not nameable outside the crate: only its objects are [`super::Acquirable`].
@@ -40,7 +62,7 @@ pub struct UntilAcquired;
 
 /// The wait of an [`Acquire`] that may give up: one try, or up to a time.
 #[derive(Debug, Clone, Copy)]
-pub struct Bounded(Option<Duration>);
+pub struct Bounded(pub(crate) Option<Duration>);
 
 /// Builds one acquisition: how long to wait (as long as it takes by
 /// default; [`Acquire::wait`] or [`Acquire::no_wait`]) and for how long to
@@ -53,13 +75,13 @@ pub struct Bounded(Option<Duration>);
 /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
 /// let guard = lock.acquire().await?; // lock()
 /// guard.unlock().await?;
-/// let leased = lock.acquire().lease(Duration::from_secs(10)).await?; // lock_with_lease
+/// let leased = lock.acquire().lease(Duration::from_secs(10)).await?; // held for 10 s, never renewed
 /// leased.unlock().await?;
 /// if let Some(guard) = lock
 ///     .acquire()
 ///     .wait(Duration::from_secs(2))
 ///     .lease(Duration::from_secs(10))
-///     .await? // try_lock_for_with_lease
+///     .await? // waits up to 2 s
 /// {
 ///     guard.unlock().await?;
 /// }
@@ -71,9 +93,9 @@ pub struct Bounded(Option<Duration>);
 /// As the object's `lock()`: dropping the future leaves nothing held.
 #[must_use = "an acquisition does nothing until awaited"]
 pub struct Acquire<'a, L, W = UntilAcquired> {
-    target: &'a L,
-    lease: Option<Duration>,
-    wait: W,
+    pub(crate) target: &'a L,
+    pub(crate) lease: Option<Duration>,
+    pub(crate) wait: W,
 }
 
 impl<'a, L: Acquirable> Acquire<'a, L> {
@@ -119,16 +141,8 @@ impl<'a, L: Acquirable> IntoFuture for Acquire<'a, L, UntilAcquired> {
     type IntoFuture = BoxFuture<'a, Result<L::Guard>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        let terms = sealed::Terms {
-            lease: self.lease,
-            patience: Patience::Forever,
-        };
-        let acquired = self.target.acquire_on(terms);
-        Box::pin(async move {
-            acquired
-                .await
-                .map(|g| g.expect("waiting forever only ends once acquired"))
-        })
+        self.target
+            .acquire_until(sealed::Until { lease: self.lease })
     }
 }
 
@@ -137,84 +151,9 @@ impl<'a, L: Acquirable> IntoFuture for Acquire<'a, L, Bounded> {
     type IntoFuture = BoxFuture<'a, Result<Option<L::Guard>>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        let patience = match self.wait.0 {
-            Some(wait) => Patience::For(wait),
-            None => Patience::Once,
-        };
-        self.target.acquire_on(sealed::Terms {
+        self.target.acquire_within(sealed::Within {
             lease: self.lease,
-            patience,
+            wait: self.wait.0,
         })
-    }
-}
-
-impl<'a, K: crate::lock::handle::Kind> Acquire<'a, crate::Lock<K>, UntilAcquired> {
-    /// Runs `work` under the lock acquired this way: see [`crate::Lock::run`].
-    ///
-    /// # Errors
-    ///
-    /// As [`crate::Lock::run`].
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`crate::Lock::run`].
-    ///
-    /// ```no_run
-    /// # use std::time::Duration;
-    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
-    /// // Held for at most 30 s, never renewed: the settlement must finish in time.
-    /// let settled = lock
-    ///     .acquire()
-    ///     .lease(Duration::from_secs(30))
-    ///     .run(|_lost| async { 12 /* invoices settled */ })
-    ///     .await?;
-    /// println!("settled {settled} invoices");
-    /// # Ok(()) }
-    /// ```
-    pub async fn run<F, Fut, T>(self, work: F) -> Result<T>
-    where
-        F: FnOnce(crate::LostSignal) -> Fut,
-        Fut: Future<Output = T>,
-    {
-        self.target
-            .run_with(self.lease, Patience::Forever, work)
-            .await
-            .map(|v| v.expect("waiting forever only ends once acquired"))
-    }
-}
-
-impl<'a, K: crate::lock::handle::Kind> Acquire<'a, crate::Lock<K>, Bounded> {
-    /// Runs `work` under the lock if it is acquired within the wait: see
-    /// [`crate::Lock::run`]. `None` when it was not acquired (`work` did not
-    /// run).
-    ///
-    /// # Errors
-    ///
-    /// As [`crate::Lock::run`].
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`crate::Lock::run`].
-    ///
-    /// ```no_run
-    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
-    /// let rebuilt = lock.acquire().no_wait().run(|_lost| rebuild_report()).await?;
-    /// match rebuilt {
-    ///     Some(rows) => println!("daily report rebuilt: {rows} rows"),
-    ///     None => println!("another node is rebuilding it"), // `work` did not run
-    /// }
-    /// # Ok(()) }
-    /// # async fn rebuild_report() -> u64 { 0 }
-    /// ```
-    pub async fn run<F, Fut, T>(self, work: F) -> Result<Option<T>>
-    where
-        F: FnOnce(crate::LostSignal) -> Fut,
-        Fut: Future<Output = T>,
-    {
-        let patience = match self.wait.0 {
-            Some(wait) => Patience::For(wait),
-            None => Patience::Once,
-        };
-        self.target.run_with(self.lease, patience, work).await
     }
 }

@@ -15,9 +15,8 @@ use fred::interfaces::ClientLike;
 use fred::types::{ClusterHash, CustomCommand, Value};
 
 use crate::engine::hub::UNLOCK_MESSAGE;
-use crate::engine::kind::{Call, Latch, LockKind, Patience, Renewal, ScriptCall};
-use crate::engine::script::Script;
-use crate::engine::watchdog::FieldRenewal;
+use crate::engine::kind::{Call, LockKind, Patience};
+use crate::engine::script::{Latch, Script, ScriptCall};
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::lock::handle::{sealed, Kind, Lock};
@@ -233,10 +232,6 @@ impl LockKind for FairKind {
 
     fn force_unlock(&self, engine: &Engine, lock: &str) -> ScriptCall {
         force_unlock(engine, lock)
-    }
-
-    fn renewal(&self) -> &'static dyn Renewal {
-        &FieldRenewal
     }
 
     fn queues(&self) -> bool {

@@ -20,10 +20,9 @@ use std::sync::LazyLock;
 use fred::interfaces::KeysInterface;
 use fred::types::Value;
 
-use crate::engine::kind::{Call, Grant, Latch, LockKind, Renewal, ScriptCall};
-use crate::engine::replica_sync::Synced;
-use crate::engine::script::{self, Script};
-use crate::engine::watchdog::FieldRenewal;
+use crate::engine::kind::{Call, Grant, LockKind};
+use crate::engine::safety::Synced;
+use crate::engine::script::{self, Latch, Script, ScriptCall};
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::lock::handle::{sealed, Kind, Lock};
@@ -302,9 +301,5 @@ impl LockKind for FencedKind {
 
     fn force_unlock(&self, engine: &Engine, lock: &str) -> ScriptCall {
         rlock::force_unlock(engine, lock)
-    }
-
-    fn renewal(&self) -> &'static dyn Renewal {
-        &FieldRenewal
     }
 }

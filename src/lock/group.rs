@@ -21,17 +21,18 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use fred::interfaces::HashesInterface;
 use fred::types::Value;
 
-use crate::engine::hold::Hold;
 use crate::engine::hub::{Wake, UNLOCK_MESSAGE};
-use crate::engine::kind::{Call, Latch, LockKind, Patience, Renewal, ScriptCall};
+use crate::engine::kind::{Call, LockKind, Renewal};
+use crate::engine::lease::LostSignal;
 use crate::engine::raw::RawLock;
-use crate::engine::script::{self, Script};
+use crate::engine::script::{self, Latch, Script, ScriptCall};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::lock::acquire::sealed::{Sealed, Terms};
+use crate::lock::acquire::sealed::{Sealed, Until, Within};
 use crate::lock::acquire::{Acquirable, Acquire, BoxFuture};
 use crate::lock::{LockGuard, Unlocked};
-use crate::{naming, LostSignal, OwnerId};
+use crate::naming;
+use crate::owner::OwnerId;
 
 /// Redisson's group multi lock (`getMultiLock(group, values)`): every value
 /// of `values` in the group `group`, held together or not at all, by one
@@ -41,15 +42,13 @@ use crate::{naming, LostSignal, OwnerId};
 /// `client.group_lock("students", ["001", "002"])` are the same lock when
 /// the JVM client's codec writes the values as the Rust side passes them.
 ///
-/// **Values are bytes, as the Java codec encodes them.** Redisson hashes the
-/// value's codec bytes into the field id ([`naming::value_field`]), and the
-/// object uses the JVM client's *default* codec (`Config.codec`):
-/// * `StringCodec` (or `LongCodec`, or `ByteArrayCodec` given the string's
-///   UTF-8 bytes): a `String` is its UTF-8 bytes: pass the string itself;
-/// * `Kryo5Codec`, Redisson's default: a `String` is Kryo-framed: pass
-///   [`naming::kryo5_string`]`(s)`;
-/// * `JsonJacksonCodec`: a `String` is its JSON literal, quotes included
-///   (`"\"a\""` for `a`); a `Long` is `["java.lang.Long",42]`.
+/// **Values are what the Java codec writes for them** ([`GroupValue`]).
+/// Redisson hashes the value's codec bytes into the field id
+/// ([`naming::value_field`]), and the object uses the JVM client's
+/// *default* codec (`Config.codec`), so the same string under two codecs is
+/// two different values: say which one with [`GroupValue::kryo5`]
+/// (Redisson's default `Kryo5Codec`), [`GroupValue::string`]
+/// (`StringCodec`) or [`GroupValue::bytes`] (anything else).
 ///
 /// Operations are those of [`crate::Lock`]: the guard is a [`LockGuard`]
 /// (renewed by the watchdog without a lease), waiting is woken by the
@@ -68,7 +67,11 @@ use crate::{naming, LostSignal, OwnerId};
 /// use std::time::Duration;
 /// # async fn demo(client: redisson_lock::RedissonClient) -> redisson_lock::Result<()> {
 /// // The seats of one booking, against every other booking of the show.
-/// let seats = client.group_lock("show:1207:seats", ["A12", "A13", "A14"])?;
+/// use redisson_lock::GroupValue;
+/// // A JVM fleet on Redisson's default codec locks the same seats with
+/// // redisson.getMultiLock("show:1207:seats", List.of("A12", "A13", "A14")).
+/// let seats = ["A12", "A13", "A14"].map(GroupValue::kryo5);
+/// let seats = client.group_lock("show:1207:seats", seats)?;
 /// if let Some(guard) = seats.try_lock_for(Duration::from_secs(2)).await? {
 ///     // ... all three seats are ours until unlocked ...
 ///     guard.unlock().await?;
@@ -80,17 +83,60 @@ pub struct RGroupLock {
     raw: RawLock,
 }
 
+/// One value of a group multi lock ([`RGroupLock`]), as the Java side's
+/// codec writes it: the same Java `String` is another value under another
+/// codec, so the codec is part of the value.
+///
+/// ```
+/// use redisson_lock::GroupValue;
+/// // Redisson's default codec (Kryo5Codec) frames a String ...
+/// assert_eq!(GroupValue::kryo5("ab").encoded(), [0x03, 0x61, 0xe2]);
+/// // ... StringCodec writes its UTF-8 bytes.
+/// assert_eq!(GroupValue::string("ab").encoded(), b"ab");
+/// // JsonJacksonCodec writes the JSON literal, quotes included.
+/// assert_eq!(GroupValue::bytes(b"\"ab\"".to_vec()).encoded(), b"\"ab\"");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct GroupValue(Vec<u8>);
+
+impl GroupValue {
+    /// A Java `String` under Redisson's default `Kryo5Codec`.
+    pub fn kryo5(value: &str) -> Self {
+        GroupValue(naming::kryo5_string(value))
+    }
+
+    /// A Java `String` under `StringCodec`: its UTF-8 bytes (also what
+    /// `LongCodec` writes for a number's text, and `ByteArrayCodec` for
+    /// those bytes).
+    pub fn string(value: &str) -> Self {
+        GroupValue(value.as_bytes().to_vec())
+    }
+
+    /// The bytes another codec writes for the value (`JsonJacksonCodec`: the
+    /// JSON literal; a `Long` is `["java.lang.Long",42]` there).
+    pub fn bytes(encoded: impl Into<Vec<u8>>) -> Self {
+        GroupValue(encoded.into())
+    }
+
+    /// The codec bytes.
+    pub fn encoded(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// Its field id in the group's hash ([`naming::value_field`]).
+    pub fn field(&self) -> String {
+        naming::value_field(&self.0)
+    }
+}
+
 impl RGroupLock {
-    /// The group lock of `values` (their codec bytes) in `group`.
-    pub(crate) fn new<V: AsRef<[u8]>>(
+    /// The group lock of `values` in `group`.
+    pub(crate) fn new(
         engine: Arc<Engine>,
         group: &str,
-        values: impl IntoIterator<Item = V>,
+        values: impl IntoIterator<Item = GroupValue>,
     ) -> Result<Self> {
-        let mut fields: Vec<String> = values
-            .into_iter()
-            .map(|v| naming::value_field(v.as_ref()))
-            .collect();
+        let mut fields: Vec<String> = values.into_iter().map(|v| v.field()).collect();
         if fields.is_empty() {
             return Err(Error::InvalidArgument(format!(
                 "the group lock `{group}` needs at least one value"
@@ -169,35 +215,7 @@ impl RGroupLock {
     /// # Ok(()) }
     /// ```
     pub async fn lock(&self) -> Result<LockGuard> {
-        self.acquire_with(None, Patience::Forever)
-            .await
-            .map(|g| g.expect("waiting forever only ends once acquired"))
-    }
-
-    /// Waits as long as it takes, then holds every value for `lease`, never
-    /// renewed.
-    ///
-    /// # Errors
-    ///
-    /// As [`RGroupLock::lock`], and [`Error::InvalidArgument`] for a lease
-    /// under 1 ms or over [`crate::MAX_LEASE`].
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`RGroupLock::lock`].
-    ///
-    /// ```no_run
-    /// # use std::time::Duration;
-    /// # async fn demo(seats: redisson_lock::RGroupLock) -> redisson_lock::Result<()> {
-    /// // Held for 5 minutes at most: the time the customer has to pay.
-    /// let guard = seats.lock_with_lease(Duration::from_secs(300)).await?;
-    /// guard.unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
-        self.acquire_with(Some(lease), Patience::Forever)
-            .await
-            .map(|g| g.expect("waiting forever only ends once acquired"))
+        self.acquire().await
     }
 
     /// One attempt, no waiting: `None` when another owner holds any of the
@@ -220,7 +238,7 @@ impl RGroupLock {
     /// # Ok(()) }
     /// ```
     pub async fn try_lock(&self) -> Result<Option<LockGuard>> {
-        self.acquire_with(None, Patience::Once).await
+        self.acquire().no_wait().await
     }
 
     /// Waits up to `wait` for every value; `None` when one stayed taken.
@@ -242,50 +260,16 @@ impl RGroupLock {
     /// # Ok(()) }
     /// ```
     pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
-        self.acquire_with(None, Patience::For(wait)).await
+        self.acquire().wait(wait).await
     }
 
-    /// Waits up to `wait`, then holds every value for `lease` (never
-    /// renewed).
-    ///
-    /// # Errors
-    ///
-    /// As [`RGroupLock::lock_with_lease`].
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`RGroupLock::lock`].
-    ///
-    /// ```no_run
-    /// # use std::time::Duration;
-    /// # async fn demo(seats: redisson_lock::RGroupLock) -> redisson_lock::Result<()> {
-    /// let (wait, lease) = (Duration::from_secs(1), Duration::from_secs(60));
-    /// if let Some(guard) = seats.try_lock_for_with_lease(wait, lease).await? {
-    ///     guard.unlock().await?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn try_lock_for_with_lease(
-        &self,
-        wait: Duration,
-        lease: Duration,
-    ) -> Result<Option<LockGuard>> {
-        self.acquire_with(Some(lease), Patience::For(wait)).await
-    }
-
-    async fn acquire_with(
-        &self,
-        lease: Option<Duration>,
-        patience: Patience,
-    ) -> Result<Option<LockGuard>> {
-        if let Some(owner) = self.raw.fixed_owner() {
-            self.refuse_overlap(owner)?;
+    /// An explicit owner cannot hold overlapping value sets (see
+    /// [`RGroupLock::refuse_overlap`]).
+    fn admit(&self) -> Result<()> {
+        match self.raw.fixed_owner() {
+            Some(owner) => self.refuse_overlap(owner),
+            None => Ok(()),
         }
-        Ok(self
-            .raw
-            .acquire(lease, patience)
-            .await?
-            .map(|(held, _)| LockGuard::new(held)))
     }
 
     /// An explicit owner holding another value set of this group that
@@ -341,9 +325,7 @@ impl RGroupLock {
         if let Some(owner) = self.raw.fixed_owner() {
             self.refuse_overlap(owner)?;
         }
-        crate::lock::handle::run_raw(&self.raw, None, Patience::Forever, work)
-            .await
-            .map(|v| v.expect("waiting forever only ends once acquired"))
+        crate::lock::handle::run_until(&self.raw, None, work).await
     }
 
     /// Releases one hold of every value for the current owner
@@ -513,8 +495,20 @@ impl Sealed for RGroupLock {}
 impl Acquirable for RGroupLock {
     type Guard = LockGuard;
 
-    fn acquire_on(&self, terms: Terms) -> BoxFuture<'_, Result<Option<LockGuard>>> {
-        Box::pin(self.acquire_with(terms.lease, terms.patience))
+    fn acquire_until(&self, terms: Until) -> BoxFuture<'_, Result<LockGuard>> {
+        Box::pin(async move {
+            self.admit()?;
+            let (held, _) = self.raw.acquire_forever(terms.lease).await?;
+            Ok(LockGuard::new(held))
+        })
+    }
+
+    fn acquire_within(&self, terms: Within) -> BoxFuture<'_, Result<Option<LockGuard>>> {
+        Box::pin(async move {
+            self.admit()?;
+            let granted = self.raw.acquire(terms.lease, terms.patience()).await?;
+            Ok(granted.map(|(held, _)| LockGuard::new(held)))
+        })
     }
 }
 
@@ -643,44 +637,26 @@ impl LockKind for GroupKind {
         }
     }
 
-    fn renewal(&self) -> &'static dyn Renewal {
-        &GroupRenewal
+    fn renewal(&self) -> &'static Renewal {
+        &GROUP_RENEWAL
     }
 }
 
 /// Redisson's FastMultilockTask, batched: for each hold, every value still
 /// its owner's ends no sooner than now + lease.
-struct GroupRenewal;
-
-impl Renewal for GroupRenewal {
-    fn name(&self) -> &'static str {
-        "group"
-    }
-
-    fn batch(
-        &self,
-        engine: &Engine,
-        holds: &[Arc<Hold>],
-        lease_ms: i64,
-    ) -> (ScriptCall, Vec<Vec<usize>>) {
-        let mut args: Vec<Value> = vec![lease_ms.into(), now_ms().into()];
-        for hold in holds {
-            let values: Vec<&str> = fields(&hold.name).collect();
-            args.push(hold.field(&engine.id).into());
-            args.push((values.len() as i64).into());
-            args.extend(values.into_iter().map(Value::from));
-        }
-        let call = ScriptCall {
-            script: &RENEW,
-            keys: holds
-                .iter()
-                .map(|h| GROUP.key(&h.name).to_string())
-                .collect(),
-            args,
-        };
-        (call, (0..holds.len()).map(|i| vec![i]).collect())
-    }
-}
+static GROUP_RENEWAL: Renewal = Renewal {
+    name: "group",
+    script: || &RENEW,
+    with_now: true,
+    per_lock: false,
+    keys: |lock| vec![GROUP.key(lock).to_string()],
+    hold_args: |lock, field| {
+        let values: Vec<&str> = fields(lock).collect();
+        let mut args: Vec<Value> = vec![field.into(), (values.len() as i64).into()];
+        args.extend(values.into_iter().map(Value::from));
+        args
+    },
+};
 
 #[cfg(test)]
 mod tests {

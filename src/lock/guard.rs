@@ -4,10 +4,12 @@
 
 use std::future::Future;
 
+use crate::engine::lease::LostSignal;
 use crate::engine::raw::Held;
+use crate::engine::safety::SafetyLevel;
 use crate::error::Result;
 use crate::lock::Unlocked;
-use crate::{LostSignal, OwnerId, SafetyLevel};
+use crate::owner::OwnerId;
 
 /// One hold on a lock. Release it with [`LockGuard::unlock`], which reports
 /// errors; dropping the guard instead releases it in the background (with no
@@ -136,7 +138,7 @@ impl LockGuard {
     }
 
     /// What the replicas had confirmed when this hold was acquired: how
-    /// many of the replicas the deployment knows the primary has, or
+    /// many of the replicas a failover could promote, or
     /// [`SafetyLevel::NotChecked`] (a single-server address; a server without
     /// `WAIT` with `checkLockSyncedSlaves` off; an acquisition whose reply
     /// was lost and was read back). `docs/safety.md` measures what each

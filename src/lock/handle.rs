@@ -4,18 +4,18 @@
 //! [`crate::WriteLock`] are `Lock`s of their kind; each kind's file adds what
 //! only it has.
 
+use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::engine::kind::Patience;
 use crate::engine::raw::RawLock;
 use crate::engine::Engine;
 use crate::error::Result;
-use crate::lock::acquire::sealed::Terms;
-use crate::lock::acquire::{Acquirable, Acquire, BoxFuture};
+use crate::lock::acquire::sealed::{Until, Within};
+use crate::lock::acquire::{Acquirable, Acquire, Bounded, BoxFuture, UntilAcquired};
 use crate::lock::{Holder, Ttl, Unlocked};
-use crate::OwnerId;
+use crate::owner::OwnerId;
 
 /// The kinds of lock a [`Lock`] can be: [`crate::kind::Reentrant`]
 /// ([`crate::RLock`]), [`crate::kind::Fair`] ([`crate::RFairLock`]),
@@ -168,26 +168,10 @@ impl<K: Kind> Lock<K> {
     /// ```
     pub async fn run<F, Fut, T>(&self, work: F) -> Result<T>
     where
-        F: FnOnce(crate::LostSignal) -> Fut,
+        F: FnOnce(crate::engine::lease::LostSignal) -> Fut,
         Fut: std::future::Future<Output = T>,
     {
-        self.run_with(None, Patience::Forever, work)
-            .await
-            .map(|v| v.expect("waiting forever only ends once acquired"))
-    }
-
-    /// [`Lock::run`] with any wait and lease; `None` when not acquired.
-    pub(crate) async fn run_with<F, Fut, T>(
-        &self,
-        lease: Option<Duration>,
-        patience: Patience,
-        work: F,
-    ) -> Result<Option<T>>
-    where
-        F: FnOnce(crate::LostSignal) -> Fut,
-        Fut: std::future::Future<Output = T>,
-    {
-        run_raw(&self.raw, lease, patience, work).await
+        self.acquire().run(work).await
     }
 
     /// Waits as long as it takes, then holds the lock; the watchdog renews it
@@ -219,36 +203,7 @@ impl<K: Kind> Lock<K> {
     /// # Ok(()) }
     /// ```
     pub async fn lock(&self) -> Result<K::Guard> {
-        self.acquire_with(None, Patience::Forever)
-            .await
-            .map(|g| g.expect("waiting forever only ends once acquired"))
-    }
-
-    /// Waits as long as it takes, then holds the lock for `lease`; it is never
-    /// renewed and expires after `lease` unless released first.
-    ///
-    /// # Errors
-    ///
-    /// As [`Lock::lock`], and [`crate::Error::InvalidArgument`] for a lease
-    /// under 1 ms or over [`crate::MAX_LEASE`].
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`Lock::lock`].
-    ///
-    /// ```no_run
-    /// # use std::time::Duration;
-    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
-    /// // If this node dies mid-run, the lock frees itself after 10 minutes.
-    /// let guard = lock.lock_with_lease(Duration::from_secs(600)).await?;
-    /// // ... close the month's books, well within the lease ...
-    /// guard.unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn lock_with_lease(&self, lease: Duration) -> Result<K::Guard> {
-        self.acquire_with(Some(lease), Patience::Forever)
-            .await
-            .map(|g| g.expect("waiting forever only ends once acquired"))
+        self.acquire().await
     }
 
     /// One attempt, no waiting (a fair lock's is not queued either). `None`
@@ -274,7 +229,7 @@ impl<K: Kind> Lock<K> {
     /// # Ok(()) }
     /// ```
     pub async fn try_lock(&self) -> Result<Option<K::Guard>> {
-        self.acquire_with(None, Patience::Once).await
+        self.acquire().no_wait().await
     }
 
     /// Waits up to `wait` for the lock; `None` when it stayed taken (a fair
@@ -300,48 +255,7 @@ impl<K: Kind> Lock<K> {
     /// # Ok(()) }
     /// ```
     pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<K::Guard>> {
-        self.acquire_with(None, Patience::For(wait)).await
-    }
-
-    /// Waits up to `wait`, then holds the lock for `lease` (never renewed).
-    ///
-    /// # Errors
-    ///
-    /// As [`Lock::lock_with_lease`].
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`Lock::lock`].
-    ///
-    /// ```no_run
-    /// # use std::time::Duration;
-    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
-    /// let wait = Duration::from_secs(2);
-    /// let lease = Duration::from_secs(30); // never renewed: gone after 30 s at the latest
-    /// if let Some(guard) = lock.try_lock_for_with_lease(wait, lease).await? {
-    ///     // ... rotate the API keys, in under 30 s ...
-    ///     guard.unlock().await?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn try_lock_for_with_lease(
-        &self,
-        wait: Duration,
-        lease: Duration,
-    ) -> Result<Option<K::Guard>> {
-        self.acquire_with(Some(lease), Patience::For(wait)).await
-    }
-
-    pub(crate) async fn acquire_with(
-        &self,
-        lease: Option<Duration>,
-        patience: Patience,
-    ) -> Result<Option<K::Guard>> {
-        Ok(self
-            .raw
-            .acquire(lease, patience)
-            .await?
-            .map(|(held, token)| K::guard(sealed::Granted(held, token))))
+        self.acquire().wait(wait).await
     }
 
     /// Releases one hold of the current owner ([`Lock::current_owner`])
@@ -580,13 +494,91 @@ impl<K: Kind> Lock<K> {
     }
 }
 
+impl<'a, K: Kind> Acquire<'a, Lock<K>, UntilAcquired> {
+    /// Runs `work` under the lock acquired this way: see [`crate::Lock::run`].
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Lock::run`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`crate::Lock::run`].
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// // Held for at most 30 s, never renewed: the settlement must finish in time.
+    /// let settled = lock
+    ///     .acquire()
+    ///     .lease(Duration::from_secs(30))
+    ///     .run(|_lost| async { 12 /* invoices settled */ })
+    ///     .await?;
+    /// println!("settled {settled} invoices");
+    /// # Ok(()) }
+    /// ```
+    pub async fn run<F, Fut, T>(self, work: F) -> Result<T>
+    where
+        F: FnOnce(crate::engine::lease::LostSignal) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        run_until(&self.target.raw, self.lease, work).await
+    }
+}
+
+impl<'a, K: Kind> Acquire<'a, Lock<K>, Bounded> {
+    /// Runs `work` under the lock if it is acquired within the wait: see
+    /// [`crate::Lock::run`]. `None` when it was not acquired (`work` did not
+    /// run).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Lock::run`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`crate::Lock::run`].
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: redisson_lock::RLock) -> redisson_lock::Result<()> {
+    /// let rebuilt = lock.acquire().no_wait().run(|_lost| rebuild_report()).await?;
+    /// match rebuilt {
+    ///     Some(rows) => println!("daily report rebuilt: {rows} rows"),
+    ///     None => println!("another node is rebuilding it"), // `work` did not run
+    /// }
+    /// # Ok(()) }
+    /// # async fn rebuild_report() -> u64 { 0 }
+    /// ```
+    pub async fn run<F, Fut, T>(self, work: F) -> Result<Option<T>>
+    where
+        F: FnOnce(crate::engine::lease::LostSignal) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let terms = Within {
+            lease: self.lease,
+            wait: self.wait.0,
+        };
+        run_within(&self.target.raw, terms, work).await
+    }
+}
+
 impl<K: Kind> crate::lock::acquire::sealed::Sealed for Lock<K> {}
 
 impl<K: Kind> Acquirable for Lock<K> {
     type Guard = K::Guard;
 
-    fn acquire_on(&self, terms: Terms) -> BoxFuture<'_, Result<Option<K::Guard>>> {
-        Box::pin(self.acquire_with(terms.lease, terms.patience))
+    fn acquire_until(&self, terms: Until) -> BoxFuture<'_, Result<K::Guard>> {
+        Box::pin(async move {
+            let (held, token) = self.raw.acquire_forever(terms.lease).await?;
+            Ok(K::guard(sealed::Granted(held, token)))
+        })
+    }
+
+    fn acquire_within(&self, terms: Within) -> BoxFuture<'_, Result<Option<K::Guard>>> {
+        Box::pin(async move {
+            let granted = self.raw.acquire(terms.lease, terms.patience()).await?;
+            Ok(granted.map(|(held, token)| K::guard(sealed::Granted(held, token))))
+        })
     }
 }
 
@@ -600,25 +592,46 @@ impl<K: Kind> std::fmt::Debug for Lock<K> {
     }
 }
 
-/// Runs `work` under `raw`'s lock, acquired with `lease` and `patience`
-/// (see [`Lock::run`]); `None` when not acquired. Every lock object's `run`.
-pub(crate) async fn run_raw<F, Fut, T>(
+/// Runs `work` under `raw`'s lock, waiting as long as it takes (see
+/// [`Lock::run`]). Every lock object's `run`.
+pub(crate) async fn run_until<F, Fut, T>(
     raw: &RawLock,
     lease: Option<Duration>,
-    patience: Patience,
+    work: F,
+) -> Result<T>
+where
+    F: FnOnce(crate::engine::lease::LostSignal) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let (held, _token) = raw.acquire_forever(lease).await?;
+    run_held(raw, held, work).await
+}
+
+/// Runs `work` under `raw`'s lock if it is acquired within `terms`; `None`
+/// when it was not (`work` did not run).
+pub(crate) async fn run_within<F, Fut, T>(
+    raw: &RawLock,
+    terms: Within,
     work: F,
 ) -> Result<Option<T>>
 where
-    F: FnOnce(crate::LostSignal) -> Fut,
+    F: FnOnce(crate::engine::lease::LostSignal) -> Fut,
     Fut: std::future::Future<Output = T>,
 {
-    if let Some(lease) = lease {
-        crate::engine::lease::lease_millis(lease, "lease")?;
+    match raw.acquire(terms.lease, terms.patience()).await? {
+        Some((held, _token)) => run_held(raw, held, work).await.map(Some),
+        None => Ok(None),
     }
-    let Some((held, _token)) = raw.acquire(lease, patience).await? else {
-        return Ok(None);
-    };
-    let guard = crate::LockGuard::new(held);
+}
+
+/// Runs `work` inside the scope of `held`, stops it if the lock is lost,
+/// and always releases.
+async fn run_held<F, Fut, T>(raw: &RawLock, held: crate::engine::raw::Held, work: F) -> Result<T>
+where
+    F: FnOnce(crate::engine::lease::LostSignal) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let guard = crate::lock::guard::LockGuard::new(held);
     let lost = guard.lost_signal();
     let outcome = {
         let work = guard.scope(work(lost.clone()));
@@ -630,10 +643,12 @@ where
     };
     let released = guard.unlock().await;
     match (outcome, released) {
-        (Some(value), Ok(_)) => Ok(Some(value)),
-        (None, _) | (_, Err(crate::Error::LockLost { .. })) => Err(crate::Error::LockLost {
-            name: raw.name.to_string(),
-        }),
+        (Some(value), Ok(_)) => Ok(value),
+        (None, _) | (_, Err(crate::error::Error::LockLost { .. })) => {
+            Err(crate::error::Error::LockLost {
+                name: raw.name.to_string(),
+            })
+        }
         (Some(_), Err(e)) => Err(e),
     }
 }

@@ -16,59 +16,8 @@ pub(crate) mod read_write;
 pub(crate) mod rlock;
 pub(crate) mod spin;
 
-use std::time::Duration;
-
+pub use crate::engine::raw::{Holder, Ttl, Unlocked};
 pub use guard::LockGuard;
-
-/// What an unlock left behind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unlocked {
-    /// The last hold was released: the lock is free and waiters were told.
-    Released,
-    /// The owner still holds the lock reentrantly (the hold count went down by one).
-    StillHeld,
-}
-
-/// One holder of a lock, decoded from its hash field `<client-id>:<owner-id>`.
-/// Holders of JVM Redisson clients decode the same way (owner = thread id).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[non_exhaustive]
-pub struct Holder {
-    /// Id of the client (Rust or JVM) that holds the lock.
-    pub client_id: String,
-    /// Owner within that client: an owner id here, a thread id on the JVM.
-    pub owner: String,
-    /// Reentrant hold count.
-    pub hold_count: i64,
-    /// Whether `client_id` is the id of the client that read the lock
-    /// ([`crate::RedissonClient::id`]): the hold is this process's own.
-    pub this_client: bool,
-}
-
-impl Holder {
-    /// Decodes `<client-id>:<owner-id>` (without the write lock's `:write`)
-    /// and its hold count, as read by the client `reader_id`.
-    pub(crate) fn from_field(field: &str, count: &str, reader_id: &str) -> Option<Holder> {
-        let (client_id, owner) = field.rsplit_once(':')?;
-        Some(Holder {
-            client_id: client_id.to_string(),
-            owner: owner.to_string(),
-            hold_count: count.trim().parse().unwrap_or(0),
-            this_client: client_id == reader_id,
-        })
-    }
-}
-
-/// A lock's remaining time to live, as `PTTL` reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ttl {
-    /// No such key: the lock is free.
-    Absent,
-    /// The key exists without a TTL (not written by a lock client).
-    Persistent,
-    /// The key expires after this long unless renewed.
-    Expires(Duration),
-}
 
 #[cfg(test)]
 mod tests {

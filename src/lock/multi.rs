@@ -24,12 +24,12 @@ use std::time::Duration;
 use futures::future::join_all;
 use tokio::time::Instant;
 
-use crate::engine::kind::Patience;
+use crate::engine::lease::LostSignal;
 use crate::error::{Error, Result};
-use crate::lock::acquire::sealed::{Sealed, Terms};
+use crate::lock::acquire::sealed::{Sealed, Until, Within};
 use crate::lock::acquire::{Acquirable, Acquire, BoxFuture};
+use crate::lock::rlock::RLock;
 use crate::lock::{LockGuard, Unlocked};
-use crate::{LostSignal, RLock};
 
 /// Locks several [`RLock`]s as one, with Redisson's semantics: a multi lock
 /// ([`RMultiLock::new`], Redisson's `getMultiLock`) needs every member, a
@@ -140,29 +140,7 @@ impl RMultiLock {
     /// # Ok(()) }
     /// ```
     pub async fn lock(&self) -> Result<MultiGuard> {
-        self.lock_inner(None).await
-    }
-
-    /// As [`RMultiLock::lock`], holding every member for `lease`.
-    ///
-    /// # Errors
-    ///
-    /// As [`RMultiLock::lock`], and [`Error::InvalidArgument`] for a bad lease.
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`RMultiLock::lock`].
-    ///
-    /// ```no_run
-    /// # use std::time::Duration;
-    /// # async fn demo(transfer: redisson_lock::RMultiLock) -> redisson_lock::Result<()> {
-    /// let guard = transfer.lock_with_lease(Duration::from_secs(20)).await?;
-    /// // ... every account lock expires after 20 s, even if this process dies ...
-    /// guard.unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn lock_with_lease(&self, lease: Duration) -> Result<MultiGuard> {
-        self.lock_inner(Some(lease)).await
+        self.acquire().await
     }
 
     /// One pass over the members without waiting; `None` unless enough of
@@ -187,7 +165,7 @@ impl RMultiLock {
     /// # Ok(()) }
     /// ```
     pub async fn try_lock(&self) -> Result<Option<MultiGuard>> {
-        self.try_acquire(None, None).await
+        self.acquire().no_wait().await
     }
 
     /// Waits up to `wait` in all; `None` when enough members stayed taken.
@@ -211,36 +189,7 @@ impl RMultiLock {
     /// # Ok(()) }
     /// ```
     pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<MultiGuard>> {
-        self.try_acquire(Some(wait), None).await
-    }
-
-    /// Waits up to `wait`, then holds the members for `lease`.
-    ///
-    /// # Errors
-    ///
-    /// As [`RMultiLock::lock_with_lease`].
-    ///
-    /// # Cancel safety
-    ///
-    /// As [`RMultiLock::lock`].
-    ///
-    /// ```no_run
-    /// # use std::time::Duration;
-    /// # async fn demo(transfer: redisson_lock::RMultiLock) -> redisson_lock::Result<()> {
-    /// let (wait, lease) = (Duration::from_secs(1), Duration::from_secs(15));
-    /// let Some(guard) = transfer.try_lock_for_with_lease(wait, lease).await? else {
-    ///     return Ok(()); // the accounts stayed busy: retry the transfer later
-    /// };
-    /// // ... post the transfer; the account locks expire 15 s after being taken ...
-    /// guard.unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    pub async fn try_lock_for_with_lease(
-        &self,
-        wait: Duration,
-        lease: Duration,
-    ) -> Result<Option<MultiGuard>> {
-        self.try_acquire(Some(wait), Some(lease)).await
+        self.acquire().wait(wait).await
     }
 
     async fn lock_inner(&self, lease: Option<Duration>) -> Result<MultiGuard> {
@@ -273,21 +222,23 @@ impl RMultiLock {
             let mut refusals_left = self.tolerated;
             let mut last_error = None;
             for member in &self.members {
-                let patience = match deadline {
-                    None => Patience::Once,
-                    Some(deadline) => {
-                        let left = deadline.saturating_duration_since(Instant::now());
-                        let share = if self.tolerated > 0 {
-                            (left / n as u32).max(Duration::from_millis(1))
-                        } else {
-                            left
-                        };
-                        Patience::For(share.min(left))
-                    }
+                let wait = deadline.map(|deadline| {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    let share = if self.tolerated > 0 {
+                        (left / n as u32).max(Duration::from_millis(1))
+                    } else {
+                        left
+                    };
+                    share.min(left)
+                });
+                let terms = Within {
+                    lease: member_lease,
+                    wait,
                 };
-                // Boxed: a member's acquisition is a whole lock's future; inline
-                // it would push a caller's async fn past rustc's layout depth.
-                match Box::pin(member.acquire_with(member_lease, patience)).await {
+                // Boxed (by the trait): a member's acquisition is a whole
+                // lock's future; inline it would push a caller's async fn past
+                // rustc's layout depth.
+                match member.acquire_within(terms).await {
                     Ok(Some(guard)) => held.push(guard),
                     refused => {
                         if let Err(e) = refused {
@@ -435,13 +386,11 @@ impl Sealed for RMultiLock {}
 impl Acquirable for RMultiLock {
     type Guard = MultiGuard;
 
-    fn acquire_on(&self, terms: Terms) -> BoxFuture<'_, Result<Option<MultiGuard>>> {
-        Box::pin(async move {
-            match terms.patience {
-                Patience::Forever => self.lock_inner(terms.lease).await.map(Some),
-                Patience::For(wait) => self.try_acquire(Some(wait), terms.lease).await,
-                Patience::Once => self.try_acquire(None, terms.lease).await,
-            }
-        })
+    fn acquire_until(&self, terms: Until) -> BoxFuture<'_, Result<MultiGuard>> {
+        Box::pin(self.lock_inner(terms.lease))
+    }
+
+    fn acquire_within(&self, terms: Within) -> BoxFuture<'_, Result<Option<MultiGuard>>> {
+        Box::pin(self.try_acquire(terms.wait, terms.lease))
     }
 }

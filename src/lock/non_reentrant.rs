@@ -15,9 +15,8 @@ use std::sync::LazyLock;
 
 use fred::types::Value;
 
-use crate::engine::kind::{Call, Latch, LockKind, Patience, Renewal, ScriptCall};
-use crate::engine::script::Script;
-use crate::engine::watchdog::FieldRenewal;
+use crate::engine::kind::{Call, LockKind, Patience};
+use crate::engine::script::{Latch, Script, ScriptCall};
 use crate::engine::Engine;
 use crate::lock::fair::{self, fair_script, Queued};
 use crate::lock::handle::{sealed, Kind, Lock};
@@ -163,10 +162,6 @@ impl LockKind for NonReentrantKind {
     fn force_unlock(&self, engine: &Engine, lock: &str) -> ScriptCall {
         rlock::force_unlock(engine, lock)
     }
-
-    fn renewal(&self) -> &'static dyn Renewal {
-        &FieldRenewal
-    }
 }
 
 impl LockKind for NonReentrantFairKind {
@@ -209,10 +204,6 @@ impl LockKind for NonReentrantFairKind {
 
     fn force_unlock(&self, engine: &Engine, lock: &str) -> ScriptCall {
         fair::force_unlock(engine, lock)
-    }
-
-    fn renewal(&self) -> &'static dyn Renewal {
-        &FieldRenewal
     }
 
     fn queues(&self) -> bool {

@@ -13,19 +13,16 @@
 use std::sync::{Arc, LazyLock};
 
 use fred::interfaces::HashesInterface;
-use fred::types::Value;
 
-use crate::engine::hold::Hold;
 use crate::engine::hub::{UNLOCK_MESSAGE, WAKE_ALL_MESSAGE};
-use crate::engine::kind::{Call, Latch, LockKind, LockedWhen, Renewal, ScriptCall};
-use crate::engine::script::Script;
-use crate::engine::watchdog::FieldRenewal;
+use crate::engine::kind::{Call, LockKind, LockedWhen, Renewal};
+use crate::engine::script::{Latch, Script, ScriptCall};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::lock::handle::{sealed, Kind, Lock};
 use crate::lock::{LockGuard, Ttl};
 use crate::naming;
-use crate::OwnerId;
+use crate::owner::OwnerId;
 
 /// A read-write lock named `name`, shared with JVM Redisson clients that call
 /// `getReadWriteLock(name)`: any number of readers at once, or one writer.
@@ -332,8 +329,8 @@ impl LockKind for ReadKind {
         force_unlock(engine, lock, "read", UNLOCK_MESSAGE)
     }
 
-    fn renewal(&self) -> &'static dyn Renewal {
-        &ReadRenewal
+    fn renewal(&self) -> &'static Renewal {
+        &READ_RENEWAL
     }
 }
 
@@ -392,10 +389,6 @@ impl LockKind for WriteKind {
         field.strip_suffix(":write")
     }
 
-    fn renewal(&self) -> &'static dyn Renewal {
-        &FieldRenewal
-    }
-
     fn refuse(&self, engine: &Engine, lock: &str, owner: OwnerId) -> Option<Error> {
         let reading = engine
             .holds
@@ -412,43 +405,11 @@ impl LockKind for WriteKind {
 
 /// Redisson's ReadLockTask (4.4+): per lock, every read hold of this
 /// client's owners and then the lock, in one script; one reply entry per lock.
-pub(crate) struct ReadRenewal;
-
-impl Renewal for ReadRenewal {
-    fn name(&self) -> &'static str {
-        "read"
-    }
-
-    fn batch(
-        &self,
-        engine: &Engine,
-        holds: &[Arc<Hold>],
-        lease_ms: i64,
-    ) -> (ScriptCall, Vec<Vec<usize>>) {
-        // Holds arrive sorted by lock name: one pair of keys per lock, then
-        // its readers' fields after their count.
-        let mut keys = vec![];
-        let mut args: Vec<Value> = vec![lease_ms.into()];
-        let mut entries: Vec<Vec<usize>> = vec![];
-        let mut count_at = 0;
-        for (i, hold) in holds.iter().enumerate() {
-            if i == 0 || holds[i - 1].name != hold.name {
-                keys.push(hold.name.to_string());
-                keys.push(naming::read_key_prefix(&hold.name));
-                count_at = args.len();
-                args.push(0.into());
-                entries.push(vec![]);
-            }
-            let entry = entries.last_mut().expect("pushed above");
-            entry.push(i);
-            args[count_at] = (entry.len() as i64).into();
-            args.push(hold.field(&engine.id).into());
-        }
-        let call = ScriptCall {
-            script: &READ_RENEW,
-            keys,
-            args,
-        };
-        (call, entries)
-    }
-}
+pub(crate) static READ_RENEWAL: Renewal = Renewal {
+    name: "read",
+    script: || &READ_RENEW,
+    with_now: false,
+    per_lock: true,
+    keys: |lock| vec![lock.to_string(), naming::read_key_prefix(lock)],
+    hold_args: |_, field| vec![field.into()],
+};

@@ -8,9 +8,8 @@
 use std::sync::LazyLock;
 
 use crate::engine::hub::UNLOCK_MESSAGE;
-use crate::engine::kind::{Call, Latch, LockKind, Renewal, ScriptCall};
-use crate::engine::script::Script;
-use crate::engine::watchdog::FieldRenewal;
+use crate::engine::kind::{Call, LockKind};
+use crate::engine::script::{Latch, Script, ScriptCall};
 use crate::engine::Engine;
 use crate::lock::handle::{sealed, Kind, Lock};
 use crate::lock::LockGuard;
@@ -90,10 +89,6 @@ impl LockKind for ReentrantKind {
 
     fn force_unlock(&self, engine: &Engine, lock: &str) -> ScriptCall {
         force_unlock(engine, lock)
-    }
-
-    fn renewal(&self) -> &'static dyn Renewal {
-        &FieldRenewal
     }
 }
 

@@ -11,9 +11,8 @@
 use std::sync::LazyLock;
 
 use crate::config::BackOff;
-use crate::engine::kind::{Call, Latch, LockKind, Renewal, ScriptCall};
-use crate::engine::script::Script;
-use crate::engine::watchdog::FieldRenewal;
+use crate::engine::kind::{Call, LockKind};
+use crate::engine::script::{Latch, Script, ScriptCall};
 use crate::engine::Engine;
 use crate::lock::handle::{sealed, Kind, Lock};
 use crate::lock::{rlock, LockGuard};
@@ -101,9 +100,5 @@ impl LockKind for SpinKind {
             keys: vec![lock.to_string()],
             args: vec![],
         }
-    }
-
-    fn renewal(&self) -> &'static dyn Renewal {
-        &FieldRenewal
     }
 }

@@ -15,9 +15,8 @@ use fred::interfaces::KeysInterface;
 use tokio::time::Instant;
 
 use crate::engine::hub::Wake;
-use crate::engine::kind::ScriptCall;
 use crate::engine::object::Object;
-use crate::engine::script::{self, Script};
+use crate::engine::script::{self, Script, ScriptCall};
 use crate::engine::wait::{Attempts, Step, Waiter};
 use crate::engine::Engine;
 use crate::error::{Error, Result};

@@ -11,6 +11,7 @@ pub(crate) mod count_down_latch;
 pub(crate) mod permit_expirable;
 pub(crate) mod semaphore;
 
+use crate::engine::script::ScriptCall;
 use crate::error::{Error, Result};
 
 /// Checks a number of permits to take or return: at least 1, and a Java
@@ -42,7 +43,6 @@ async fn add_permits(
     script: &'static crate::engine::script::Script,
     permits: i32,
 ) -> Result<i64> {
-    use crate::engine::kind::ScriptCall;
     use crate::engine::script as sent;
     let _busy = object.enter()?;
     let name = object.name.to_string();

@@ -18,13 +18,12 @@ use fred::types::Value;
 use tokio::time::Instant;
 
 use crate::engine::hub::Wake;
-use crate::engine::kind::ScriptCall;
 use crate::engine::lease::lease_millis;
 use crate::engine::loan::{detached, Loan};
 use crate::engine::object::Object;
-use crate::engine::replica_sync::Synced;
 use crate::engine::request::Request;
-use crate::engine::script::{self, Script};
+use crate::engine::safety::Synced;
+use crate::engine::script::{self, Script, ScriptCall};
 use crate::engine::wait::{Attempts, Step, Waiter};
 use crate::engine::Engine;
 use crate::error::{Error, Result};

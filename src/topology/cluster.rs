@@ -37,12 +37,19 @@ pub(crate) struct PrimaryReplicas {
     pub(crate) others: u32,
 }
 
+/// Which primary serves which slots: ranges sorted by their first slot,
+/// each with every address its primary is known by.
+type SlotOwners = Vec<((u16, u16), Vec<String>)>;
+
 #[derive(Default)]
 struct State {
     /// Every primary serving slots, by each address it is known by.
     primaries: HashMap<String, PrimaryReplicas>,
+    owners: SlotOwners,
     /// When each node was last asked on demand.
     forced: HashMap<String, Instant>,
+    /// When each client's slot map was last re-read, by fred client id.
+    resynced: HashMap<String, Instant>,
     /// Nodes to ask on demand.
     wanted: Vec<Server>,
     next: usize,
@@ -86,6 +93,17 @@ impl ClusterWatch {
         self.state.lock().primaries.get(address).copied()
     }
 
+    /// Whether the node at `address` serves `slot` in the last view; `None`
+    /// when the view has no owner for it.
+    pub(crate) fn serves(&self, slot: u16, address: &str) -> Option<bool> {
+        let state = self.state.lock();
+        let at = state
+            .owners
+            .partition_point(|((start, _), _)| *start <= slot);
+        let ((_, end), names) = state.owners.get(at.checked_sub(1)?)?;
+        (slot <= *end).then(|| names.iter().any(|n| n == address))
+    }
+
     /// Asks `node` again soon (at most once a second per node).
     pub(crate) fn refresh(&self, node: Server) {
         let mut state = self.state.lock();
@@ -103,6 +121,31 @@ impl ClusterWatch {
         }
         drop(state);
         self.wake.notify_one();
+    }
+
+    /// `writer`'s slot map routes a slot to a node the view says does not
+    /// serve it (a failover the view saw first): fred re-reads the map, at
+    /// most once a second per client. Its slot-map change is a change of
+    /// the view's connections, so waiters try again at once.
+    pub(crate) fn map_behind(&self, writer: &Client) {
+        let id = writer.id().to_string();
+        {
+            let mut state = self.state.lock();
+            if state
+                .resynced
+                .get(&id)
+                .is_some_and(|at| at.elapsed() < FORCED_GAP)
+            {
+                return;
+            }
+            state.resynced.insert(id, Instant::now());
+        }
+        let (writer, limit) = (writer.clone(), self.timeout);
+        tokio::spawn(async move {
+            if let Ok(Err(e)) = tokio::time::timeout(limit, writer.sync_cluster()).await {
+                tracing::debug!(error = %e, "re-reading the slot map failed");
+            }
+        });
     }
 
     /// Asks every primary again soon (the slot map changed).
@@ -132,10 +175,11 @@ impl ClusterWatch {
             )
             .await
             .map_err(|e| Error::from_redis(&e, self.timeout))?;
-        let primaries = primaries_in(&text);
+        let (primaries, owners) = primaries_in(&text);
         let mut state = self.state.lock();
-        let changed = state.primaries != primaries;
+        let changed = state.primaries != primaries || state.owners != owners;
         state.primaries = primaries;
+        state.owners = owners;
         Ok(changed)
     }
 
@@ -186,11 +230,13 @@ impl ClusterWatch {
 }
 
 /// Every primary serving slots in `CLUSTER NODES`, by address (and
-/// announced hostname), with its replicas judged by the cluster's rule.
-fn primaries_in(text: &str) -> HashMap<String, PrimaryReplicas> {
+/// announced hostname), with its replicas judged by the cluster's rule;
+/// and the slots each serves.
+fn primaries_in(text: &str) -> (HashMap<String, PrimaryReplicas>, SlotOwners) {
     let nodes = parse_cluster_nodes(text);
     let mut primaries = HashMap::new();
-    for primary in nodes.iter().filter(|n| n.is_primary() && n.has_slots) {
+    let mut owners = SlotOwners::new();
+    for primary in nodes.iter().filter(|n| n.is_primary() && n.has_slots()) {
         let mut replicas = PrimaryReplicas {
             promotable: 0,
             others: 0,
@@ -205,13 +251,18 @@ fn primaries_in(text: &str) -> HashMap<String, PrimaryReplicas> {
                 Standing::Passed { may_ack: false } => {}
             }
         }
-        primaries.insert(primary.address.clone(), replicas);
+        let mut names = vec![primary.address.clone()];
         if let Some(host) = &primary.hostname {
             let port = primary.address.rsplit(':').next().unwrap_or_default();
-            primaries.insert(format!("{host}:{port}"), replicas);
+            names.push(format!("{host}:{port}"));
         }
+        for name in &names {
+            primaries.insert(name.clone(), replicas);
+        }
+        owners.extend(primary.slots.iter().map(|range| (*range, names.clone())));
     }
-    primaries
+    owners.sort();
+    (primaries, owners)
 }
 
 #[cfg(test)]
@@ -228,7 +279,7 @@ r1 127.0.0.1:7003@17003 slave a1 0 0 1 connected
 r2 127.0.0.1:7004@17004 slave a1 0 0 1 disconnected
 r3 127.0.0.1:7005@17005 slave,nofailover b2 0 0 2 connected
 ";
-        let primaries = primaries_in(text);
+        let (primaries, _) = primaries_in(text);
         assert_eq!(primaries.len(), 2, "a primary without slots is not one");
         assert_eq!(
             primaries["127.0.0.1:7000"],
@@ -244,5 +295,31 @@ r3 127.0.0.1:7005@17005 slave,nofailover b2 0 0 2 connected
                 others: 1
             }
         );
+    }
+
+    #[test]
+    fn a_slot_is_served_by_the_primary_whose_range_holds_it() {
+        let watch = ClusterWatch::new(
+            Client::new(fred::types::config::Config::default(), None, None, None),
+            Duration::from_secs(1),
+        );
+        let text = "\
+a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-100 200
+b2 127.0.0.1:7001@17001,node-b master - 0 0 2 connected 101-199 201-16383
+";
+        let (primaries, owners) = primaries_in(text);
+        *watch.state.lock() = State {
+            primaries,
+            owners,
+            ..State::default()
+        };
+        assert_eq!(watch.serves(0, "127.0.0.1:7000"), Some(true));
+        assert_eq!(watch.serves(100, "127.0.0.1:7000"), Some(true));
+        assert_eq!(watch.serves(101, "127.0.0.1:7000"), Some(false));
+        assert_eq!(watch.serves(150, "node-b:7001"), Some(true));
+        assert_eq!(watch.serves(200, "127.0.0.1:7000"), Some(true));
+        assert_eq!(watch.serves(16383, "127.0.0.1:7001"), Some(true));
+        *watch.state.lock() = State::default();
+        assert_eq!(watch.serves(5, "127.0.0.1:7000"), None);
     }
 }

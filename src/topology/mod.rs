@@ -102,10 +102,13 @@ impl Topology {
     /// most `connect_timeout`) until a majority of the sentinels names the
     /// primary. Returns the view and the settings the client's data
     /// connections are built from.
+    /// The connections it makes to sentinels name themselves
+    /// `redisson-lock:<client_id>:sentinel`.
     pub(crate) async fn start(
         fred: &FredConfig,
         timeout: Duration,
         connect_timeout: Duration,
+        client_id: &str,
     ) -> Result<(Arc<Topology>, FredConfig)> {
         let (deployment, data) = match &fred.server {
             ServerConfig::Clustered { .. } => (
@@ -123,6 +126,7 @@ impl Topology {
                     service_name.clone(),
                     timeout,
                     connect_timeout,
+                    format!("redisson-lock:{client_id}:sentinel"),
                 )
                 .await?;
                 let primary = sentinels.view().borrow().primary.clone();
@@ -151,6 +155,20 @@ impl Topology {
     /// single server, as in Redisson).
     pub(crate) fn is_replicated(&self) -> bool {
         !matches!(self.deployment, Deployment::Single)
+    }
+
+    /// On Sentinel, the primary the sentinels name (for error messages:
+    /// the address the client must be able to reach).
+    pub(crate) fn primary_address(&self) -> Option<String> {
+        match &self.deployment {
+            Deployment::Sentinel(sentinels) => sentinels
+                .view()
+                .borrow()
+                .primary
+                .as_ref()
+                .map(ToString::to_string),
+            _ => None,
+        }
     }
 
     /// Whether this is a cluster.
@@ -263,6 +281,15 @@ impl Topology {
                         promotable: r.promotable,
                         others: r.others,
                     },
+                    // The view has another owner for the slot: the
+                    // connection's map is behind.
+                    None if watch.serves(slot, &address) == Some(false) => {
+                        watch.map_behind(writer);
+                        Requirement::Moving(format!(
+                            "the connection's slot map sends slot {slot} to {address}, \
+                             which the cluster's view says no longer serves it"
+                        ))
+                    }
                     None => {
                         watch.refresh(node);
                         Requirement::Unsettled(format!(
@@ -271,6 +298,16 @@ impl Topology {
                     }
                 }
             }
+        }
+    }
+
+    /// On a cluster: whether the node at `address` (`host:port`) serves
+    /// `slot` in the view; `None` off a cluster or when the view does not
+    /// know the slot's owner.
+    pub(crate) fn serves(&self, slot: u16, address: &str) -> Option<bool> {
+        match &self.deployment {
+            Deployment::Cluster(watch) => watch.read().as_ref()?.serves(slot, address),
+            _ => None,
         }
     }
 

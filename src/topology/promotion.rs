@@ -121,8 +121,9 @@ pub(crate) struct ClusterNode {
     pub(crate) primary_id: Option<String>,
     /// The node asked has a bus link to it.
     pub(crate) connected: bool,
-    /// The node serves at least one slot.
-    pub(crate) has_slots: bool,
+    /// The slot ranges the node serves (inclusive; slots being imported or
+    /// migrated, `[...]`, are not listed).
+    pub(crate) slots: Vec<(u16, u16)>,
 }
 
 impl ClusterNode {
@@ -132,6 +133,11 @@ impl ClusterNode {
 
     pub(crate) fn is_primary(&self) -> bool {
         self.flagged("master")
+    }
+
+    /// The node serves at least one slot.
+    pub(crate) fn has_slots(&self) -> bool {
+        !self.slots.is_empty()
     }
 }
 
@@ -170,10 +176,21 @@ pub(crate) fn parse_cluster_nodes(text: &str) -> Vec<ClusterNode> {
                 flags: f[2].split(',').map(str::to_string).collect(),
                 primary_id: (f[3] != "-").then(|| f[3].to_string()),
                 connected: f[7] == "connected",
-                has_slots: f.len() > 8,
+                slots: f[8..]
+                    .iter()
+                    .filter_map(|range| slot_range(range))
+                    .collect(),
             })
         })
         .collect()
+}
+
+/// `5461-10922` or `42`; `None` for a migration entry (`[42->-id]`) or
+/// anything else.
+fn slot_range(text: &str) -> Option<(u16, u16)> {
+    let (start, end) = text.split_once('-').unwrap_or((text, text));
+    let (start, end) = (start.parse().ok()?, end.parse().ok()?);
+    (start <= end).then_some((start, end))
 }
 
 #[cfg(test)]
@@ -258,8 +275,8 @@ mod tests {
     #[test]
     fn cluster_nodes_are_read_and_judged() {
         let text = "\
-a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460
-b2 127.0.0.1:7001@17001,node-b master - 0 1700000000000 2 connected 5461-10922
+a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460 [5461->-b2]
+b2 127.0.0.1:7001@17001,node-b master - 0 1700000000000 2 connected 5461-10922 16000
 r1 127.0.0.1:7003@17003 slave a1 0 1700000000000 1 connected
 r2 127.0.0.1:7004@17004 slave,fail a1 0 0 1 disconnected
 r3 127.0.0.1:7005@17005 slave,nofailover b2 0 0 2 connected
@@ -270,7 +287,10 @@ bad line
         assert_eq!(nodes.len(), 6);
         assert_eq!(nodes[1].address, "127.0.0.1:7001");
         assert_eq!(nodes[1].hostname.as_deref(), Some("node-b"));
-        assert!(nodes[0].is_primary() && nodes[0].has_slots);
+        assert!(nodes[0].is_primary() && nodes[0].has_slots());
+        assert_eq!(nodes[0].slots, [(0, 5460)], "a migration is not a range");
+        assert_eq!(nodes[1].slots, [(5461, 10922), (16000, 16000)]);
+        assert!(!nodes[2].has_slots());
         assert_eq!(nodes[2].primary_id.as_deref(), Some("a1"));
         let standing: Vec<Standing> = nodes[2..].iter().map(cluster_standing).collect();
         assert_eq!(

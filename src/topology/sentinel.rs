@@ -35,7 +35,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fred::clients::{Client, SubscriberClient};
-use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
+use fred::interfaces::{ClientInterface, ClientLike, EventInterface, PubsubInterface};
 use fred::types::config::{Config as FredConfig, ReconnectPolicy, ServerConfig};
 use fred::types::{Builder, ClusterHash, CustomCommand, Value};
 use parking_lot::Mutex;
@@ -139,6 +139,9 @@ pub(crate) struct Sentinels {
     hosts: Vec<Address>,
     service: String,
     timeout: Duration,
+    /// The name its connections give themselves (`CLIENT SETNAME`), so an
+    /// operator (or a test) tells them from the sentinels' own links.
+    connection_name: String,
     known: Mutex<Vec<Known>>,
     /// One command connection per sentinel, each behind its own lock, so a
     /// hung one holds up nobody else.
@@ -161,6 +164,7 @@ impl Sentinels {
         service: String,
         timeout: Duration,
         limit: Duration,
+        connection_name: String,
     ) -> Result<Arc<Sentinels>> {
         let hosts: Vec<Address> = hosts
             .into_iter()
@@ -176,6 +180,7 @@ impl Sentinels {
             hosts,
             service,
             timeout,
+            connection_name,
             view: watch::Sender::new(SentinelView::default()),
             refresh: Arc::new(Notify::new()),
             listeners: Mutex::new(vec![]),
@@ -240,6 +245,9 @@ impl Sentinels {
     /// Polls sentinel `index` in its own task, unless a poll of it is in
     /// flight or it is left alone after failing.
     fn spawn_poll(self: Arc<Self>, index: usize) {
+        if self.stopped.load(Ordering::Acquire) {
+            return;
+        }
         {
             let mut known = self.known.lock();
             let k = &mut known[index];
@@ -275,6 +283,11 @@ impl Sentinels {
                 Some(client) => client.clone(),
                 None => {
                     let client = self.connect(&self.hosts[index]).await?;
+                    if self.stopped.load(Ordering::Acquire) {
+                        // Shut down meanwhile: no connection outlives it.
+                        let _ = client.quit().await;
+                        return Err(Error::Shutdown);
+                    }
                     *link = Some(client.clone());
                     client
                 }
@@ -369,13 +382,16 @@ impl Sentinels {
             .with_performance_config(|p| p.default_command_timeout = self.timeout)
             .build()
             .map_err(|e| Error::Config(e.details().to_string()))?;
-        match client.init().await {
-            Ok(_) => Ok(client),
-            Err(e) => {
-                let _ = client.quit().await;
-                Err(Error::from_redis(&e, self.timeout))
-            }
+        if let Err(e) = client.init().await {
+            let _ = client.quit().await;
+            return Err(Error::from_redis(&e, self.timeout));
         }
+        // The name only helps an operator tell our connections apart; a
+        // sentinel ACL without `+client|setname` must not refuse the view.
+        if let Err(e) = client.client_setname(&self.connection_name).await {
+            tracing::debug!(sentinel = %host, error = %e, "sentinel connection left unnamed");
+        }
+        Ok(client)
     }
 
     /// The settings of a connection to one sentinel.
@@ -457,6 +473,7 @@ impl Sentinels {
                 messages,
                 index,
                 Arc::downgrade(self),
+                self.connection_name.clone(),
             ));
             listeners.push(Listener {
                 subscriber,
@@ -493,9 +510,9 @@ impl Sentinels {
             listener.stop().await;
         }
         for link in &self.links {
-            // A link held by a poll in flight is closed by that poll's
-            // timeout; the poll's task ends with it.
-            if let Ok(mut link) = link.try_lock() {
+            // A poll in flight holds its link for at most the command
+            // timeout; it makes no new one once stopped.
+            if let Ok(mut link) = tokio::time::timeout(self.timeout, link.lock()).await {
                 if let Some(client) = link.take() {
                     let _ = tokio::time::timeout(self.timeout, client.quit()).await;
                 }
@@ -659,6 +676,7 @@ async fn follow(
     mut messages: tokio::sync::broadcast::Receiver<fred::types::Message>,
     index: usize,
     sentinels: std::sync::Weak<Sentinels>,
+    connection_name: String,
 ) {
     use tokio::sync::broadcast::error::RecvError;
     let mut warned = false;
@@ -666,6 +684,9 @@ async fn follow(
         tokio::select! {
             connected = connections.recv() => match connected {
                 Ok(_) | Err(RecvError::Lagged(_)) => {
+                    // Named before it subscribes (a subscribed connection
+                    // takes no other command).
+                    let _ = subscriber.client_setname(&connection_name).await;
                     let channels: Vec<&str> = FAILOVER_EVENTS.iter().chain(CHANGES.iter()).copied().collect();
                     if let Err(e) = subscriber.subscribe(channels).await {
                         if !std::mem::replace(&mut warned, true) {

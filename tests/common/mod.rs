@@ -362,6 +362,15 @@ pub fn init_tracing() {
         .try_init();
 }
 
+/// A fred client of the test's own for the deployment `client` talks to
+/// (counters, markers): the crate keeps its connections to itself.
+pub async fn fred_of(client: &RedissonClient) -> Client {
+    let config = client.config().__fred_config().unwrap();
+    let fred = fred::types::Builder::from_config(config).build().unwrap();
+    fred.init().await.unwrap();
+    fred
+}
+
 pub async fn client(server: &RedisServer, watchdog: Duration) -> RedissonClient {
     init_tracing();
     RedissonClient::connect(config(&server.url(), watchdog))
@@ -655,7 +664,10 @@ pub async fn warm_up(server: &RedisServer, client: &RedissonClient) {
         .until(|(_, key)| key.starts_with("redisson_unlock_latch:{warm-up}:"))
         .await;
     // The DEL's reply comes back before this one on the same connection.
-    let _: Value = client.redis().ping(None).await.unwrap();
+    client
+        .command(None, "PING", Vec::<&str>::new())
+        .await
+        .unwrap();
 }
 
 /// Waits until every unlock latch is deleted (they are deleted fire and
@@ -679,7 +691,10 @@ pub async fn latches_settled(server: &RedisServer, client: &RedissonClient) {
     })
     .await;
     // The DEL's reply comes back before this one on the same connection.
-    let _: Value = client.redis().ping(None).await.unwrap();
+    client
+        .command(None, "PING", Vec::<&str>::new())
+        .await
+        .unwrap();
 }
 
 /// INFO commandstats calls of one command (lowercase name), 0 if never called.
@@ -787,9 +802,10 @@ pub async fn contend(
     overlaps: &std::sync::atomic::AtomicUsize,
 ) {
     let lock = client.lock("counted").unwrap();
+    let redis = fred_of(client).await;
     for _ in 0..rounds {
         let guard = lock.lock().await.unwrap();
-        counted_section(client.redis(), overlaps).await;
+        counted_section(&redis, overlaps).await;
         guard.unlock().await.unwrap();
     }
 }

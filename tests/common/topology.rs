@@ -882,15 +882,29 @@ impl Sentinel {
     /// Waits until every sentinel names a primary other than `old`, and that
     /// node says it is a primary; returns its port.
     pub async fn await_new_primary(&self, old: u16) -> u16 {
-        within("sentinel failover", async {
+        within(
+            "sentinel failover",
+            self.new_primary_within(old, Duration::MAX),
+        )
+        .await
+        .unwrap()
+    }
+
+    /// As `await_new_primary`, giving up after `limit` (`None`: no failover
+    /// happened in time), without panicking.
+    pub async fn new_primary_within(&self, old: u16, limit: Duration) -> Option<u16> {
+        let found = async {
             loop {
                 if let Some(new) = self.agreed_primary(old).await {
                     return new;
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
-        })
-        .await
+        };
+        match limit {
+            Duration::MAX => Some(found.await),
+            limit => tokio::time::timeout(limit, found).await.ok(),
+        }
     }
 
     /// Runs `SENTINEL <args>` on every sentinel.

@@ -6,7 +6,7 @@ use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 
 use crate::common::java::JavaPeer;
-use crate::common::topology::{node_client, until, Cluster, Sentinel};
+use crate::common::topology::{node_client, Cluster, Sentinel};
 use crate::workload::TAG;
 
 /// The faults, each injected into the primary that holds the workload's
@@ -43,6 +43,20 @@ impl Fault {
     pub fn fails_over(self) -> bool {
         self != Fault::ReplicaPause
     }
+}
+
+/// How long a failover may take before the episode counts as failed.
+const FAILOVER_LIMIT: Duration = Duration::from_secs(30);
+/// How long the deployment may take to heal after it.
+const HEAL_LIMIT: Duration = Duration::from_secs(60);
+
+/// What injecting one fault came to.
+pub enum Injected {
+    /// Done, healed; whether the primary changed.
+    Done { failed_over: bool },
+    /// The failover did not complete, or the deployment did not heal: what
+    /// happened.
+    Failed(String),
 }
 
 pub enum Deployment {
@@ -147,9 +161,11 @@ impl Deployment {
 
     /// Waits until a node other than `old` is the primary of the
     /// workload's locks, as seen from nodes that answer.
-    async fn await_new_primary(&self, old: u16) -> u16 {
+    /// The new primary, once the deployment agrees on one; `None` when no
+    /// failover completed within [`FAILOVER_LIMIT`].
+    async fn await_new_primary(&self, old: u16) -> Option<u16> {
         match self {
-            Deployment::Sentinel(s) => s.await_new_primary(old).await,
+            Deployment::Sentinel(s) => s.new_primary_within(old, FAILOVER_LIMIT).await,
             Deployment::Cluster(c) => {
                 let slot = redisson_lock::naming::slot(TAG);
                 let alive: Vec<u16> = c
@@ -158,34 +174,32 @@ impl Deployment {
                     .map(|n| n.port)
                     .filter(|p| *p != old)
                     .collect();
-                let found = std::sync::Arc::new(std::sync::atomic::AtomicU16::new(0));
-                until("the cluster fails over", || {
-                    let (alive, found) = (alive.clone(), found.clone());
-                    async move {
+                let found = async {
+                    loop {
                         let mut owners = vec![];
                         for p in &alive {
                             owners.push(slot_owner(*p, slot).await);
                         }
                         let agreed = owners.windows(2).all(|w| w[0] == w[1]);
                         match owners.first() {
-                            Some(Some(owner)) if agreed && *owner != old => {
-                                found.store(*owner, std::sync::atomic::Ordering::Relaxed);
-                                true
-                            }
-                            _ => false,
+                            Some(Some(owner)) if agreed && *owner != old => return *owner,
+                            _ => tokio::time::sleep(Duration::from_millis(20)).await,
                         }
                     }
-                })
-                .await;
-                found.load(std::sync::atomic::Ordering::Relaxed)
+                };
+                tokio::time::timeout(FAILOVER_LIMIT, found).await.ok()
             }
         }
     }
 
     /// Injects `fault`, waits until the deployment has recovered and is
-    /// healthy again; returns whether the primary changed.
-    pub async fn inject(&mut self, fault: Fault) -> bool {
+    /// healthy again. A failover that does not complete, or a deployment
+    /// that does not heal, is an outcome of the episode (with what every node
+    /// and sentinel says), not a panic: the run goes on.
+    pub async fn inject(&mut self, fault: Fault) -> Injected {
         let primary = self.primary().await;
+        let mut failed = None;
+        let mut no_failover = |what: &str| failed = Some(format!("{fault:?}: {what}"));
         match fault {
             Fault::Graceful => {
                 match self {
@@ -205,17 +219,23 @@ impl Deployment {
                         let _ = node.quit().await;
                     }
                 }
-                self.await_new_primary(primary).await;
+                if self.await_new_primary(primary).await.is_none() {
+                    no_failover("no new primary");
+                }
             }
             Fault::Kill => {
                 self.node_mut(primary).kill().await;
-                self.await_new_primary(primary).await;
+                if self.await_new_primary(primary).await.is_none() {
+                    no_failover("no new primary after the kill");
+                }
                 // Back, empty, on its port: the deployment makes it a replica.
                 self.node_mut(primary).restart().await;
             }
             Fault::Pause => {
                 self.node(primary).freeze();
-                self.await_new_primary(primary).await;
+                if self.await_new_primary(primary).await.is_none() {
+                    no_failover("no new primary while the old one was paused");
+                }
                 self.node(primary).thaw();
             }
             Fault::Partition => {
@@ -226,7 +246,9 @@ impl Deployment {
                 // How long the partition lasts before the primary dies.
                 tokio::time::sleep(Duration::from_millis(2500)).await;
                 self.node_mut(primary).kill().await;
-                self.await_new_primary(primary).await;
+                if self.await_new_primary(primary).await.is_none() {
+                    no_failover("no new primary after the partitioned primary died");
+                }
                 self.node_mut(primary).restart().await;
                 let Deployment::Sentinel(s) = &*self else {
                     unreachable!()
@@ -248,16 +270,16 @@ impl Deployment {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         };
-        if tokio::time::timeout(Duration::from_secs(30), healed)
-            .await
-            .is_err()
-        {
-            panic!(
-                "{fault:?}: the deployment did not heal within 30 s\n{}",
-                self.describe().await
-            );
+        let healed = tokio::time::timeout(HEAL_LIMIT, healed).await.is_ok();
+        if failed.is_some() || !healed {
+            let what = failed.unwrap_or_else(|| format!("{fault:?}: did not heal"));
+            let described = self.describe().await;
+            eprintln!("FAILED FAULT {what}\n{described}");
+            return Injected::Failed(what);
         }
-        fault.fails_over()
+        Injected::Done {
+            failed_over: fault.fails_over(),
+        }
     }
 
     /// What every node and sentinel says, for a failure message.

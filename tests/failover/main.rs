@@ -6,8 +6,12 @@
 //!
 //! An overlap is *signalled* when the earlier holder's lost signal had fired
 //! before the later one entered, or the later holder's guard was at risk as
-//! it entered; otherwise it is *silent* (counted apart when the earlier
-//! holder had only been told its lock was at risk).
+//! it entered; *fenced* when the later holder's fencing token is not above
+//! the earlier one's (a resource that keeps the highest token refuses the
+//! later holder: it wrote through a node that lacked the earlier
+//! acquisition, such as a deposed primary that resumed and still took a
+//! JVM client's writes); otherwise it is *silent* (counted apart when the
+//! earlier holder had only been told its lock was at risk).
 //!
 //! `cargo test --test failover` runs the bounded form CI runs: each fault
 //! once, on both deployments, with the default replica quorum, and asserts
@@ -26,7 +30,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use faults::{Deployment, Fault};
+use faults::{Deployment, Fault, Injected};
 use resource::{now_us, Resource};
 use workload::{Quorum, Section, Shape, Workload};
 
@@ -44,6 +48,8 @@ struct Episode {
     started_us: i64,
     healed_us: i64,
     failed_over: bool,
+    /// The failover did not complete or the deployment did not heal.
+    failed: Option<String>,
 }
 
 /// What one (deployment, quorum, fault) cell measured.
@@ -65,6 +71,15 @@ struct Cell {
     /// Silent overlaps whose earlier holder was the JVM client (Redisson
     /// tells its holders nothing).
     silent_after_jvm: usize,
+    /// Overlaps (neither signalled) whose later holder's fencing token was
+    /// not above the earlier holder's: a resource that keeps the highest
+    /// token refuses the later holder, which wrote through a node that
+    /// lacked the earlier acquisition (a deposed primary still taking
+    /// writes, or one that lost it). Counted apart from the silent ones.
+    fenced: usize,
+    /// Episodes whose failover did not complete or whose deployment did
+    /// not heal, with what happened.
+    failed_faults: Vec<String>,
     /// The earlier holder had heard its lock was lost / only at risk.
     signalled_lost: usize,
     /// The later holder's guard was at risk as it entered.
@@ -97,20 +112,38 @@ async fn run(
         false => None,
     };
     let workload = Workload::start(&deployment.url(), quorum, SHAPE, resource.clone(), peer).await;
-    settle(&workload, 30).await;
+    assert!(settle(&workload, 30).await, "the workload never started");
     let mut done = vec![];
-    for &fault in faults {
+    let mut broken = false;
+    'faults: for &fault in faults {
         for _ in 0..episodes {
             let started_us = now_us();
-            let failed_over = deployment.inject(fault).await;
+            let (failed_over, failed) = match deployment.inject(fault).await {
+                Injected::Done { failed_over } => (failed_over, None),
+                Injected::Failed(what) => (true, Some(what)),
+            };
             done.push(Episode {
                 fault,
                 started_us,
                 healed_us: now_us(),
                 failed_over,
+                failed: failed.clone(),
             });
-            settle(&workload, 30).await;
+            // A deployment that did not heal, or a workload that no longer
+            // progresses, ends this deployment's run: what ran is kept.
+            if failed.is_some() && !settle(&workload, 30).await {
+                broken = true;
+                break 'faults;
+            }
+            if failed.is_none() && !settle(&workload, 30).await {
+                eprintln!("FAILED FAULT {fault:?}: the workload made no progress after it");
+                broken = true;
+                break 'faults;
+            }
         }
+    }
+    if broken {
+        eprintln!("the rest of this deployment's faults were not run");
     }
     let log = workload.stop().await;
     let sections = log.sections.lock().clone();
@@ -119,6 +152,7 @@ async fn run(
     faults
         .iter()
         .enumerate()
+        .filter(|(_, fault)| done.iter().any(|e| e.fault == **fault))
         .map(|(i, &fault)| {
             let mine: Vec<&Episode> = done.iter().filter(|e| e.fault == fault).collect();
             let from = mine[0].started_us;
@@ -146,16 +180,15 @@ async fn run(
         .collect()
 }
 
-/// Lets the workload run `n` more sections: the deployment serves locks again.
-async fn settle(workload: &Workload, n: usize) {
+/// Lets the workload run `n` more sections: the deployment serves locks
+/// again. False when it did not within a minute.
+async fn settle(workload: &Workload, n: usize) -> bool {
     let mut progress = workload.progress();
     let start = *progress.borrow_and_update();
-    common::within(
-        "the workload makes progress",
-        progress.wait_for(|done| *done >= start + n),
-    )
-    .await
-    .unwrap();
+    let progressed = async { progress.wait_for(|done| *done >= start + n).await.is_ok() };
+    tokio::time::timeout(std::time::Duration::from_secs(60), progressed)
+        .await
+        .unwrap_or(false)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -178,12 +211,17 @@ fn cell(
         quorum,
         fault,
         episodes: episodes.len(),
-        failovers: episodes.iter().filter(|e| e.failed_over).count(),
+        failovers: episodes
+            .iter()
+            .filter(|e| e.failed_over && e.failed.is_none())
+            .count(),
         sections: window.len(),
         jvm_sections: window.iter().filter(|s| s.holder.starts_with('j')).count(),
         silent: 0,
         silent_but_at_risk: 0,
         silent_after_jvm: 0,
+        fenced: 0,
+        failed_faults: episodes.iter().filter_map(|e| e.failed.clone()).collect(),
         signalled_lost: 0,
         signalled_new_holder: 0,
         token_regressions: window
@@ -215,6 +253,8 @@ fn cell(
                 cell.signalled_lost += 1;
             } else if later.at_risk_at_entry {
                 cell.signalled_new_holder += 1;
+            } else if later.token <= earlier.token {
+                cell.fenced += 1;
             } else {
                 if earlier.holder.starts_with('j') {
                     cell.silent_after_jvm += 1;
@@ -275,13 +315,13 @@ fn recovery_ms(episode: &Episode, probes: &[(i64, bool)]) -> f64 {
 
 fn print(cells: &[Cell]) {
     println!(
-        "{:<9} {:<5} {:<13} {:>3} {:>3} {:>8} {:>5} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>14}",
-        "deploy", "quor", "fault", "ep", "fo", "sections", "jvm", "silent", "s-jvm", "s-risk", "s-lost", "s-new", "tokens", "t-jvm", "recovery ms"
+        "{:<9} {:<5} {:<13} {:>3} {:>3} {:>8} {:>5} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>14}",
+        "deploy", "quor", "fault", "ep", "fo", "sections", "jvm", "silent", "s-jvm", "s-risk", "s-lost", "s-new", "fenced", "tokens", "t-jvm", "recovery ms"
     );
     for c in cells {
         let rec: Vec<String> = c.recovery_ms.iter().map(|r| format!("{r:.0}")).collect();
         println!(
-            "{:<9} {:<5} {:<13} {:>3} {:>3} {:>8} {:>5} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>14}",
+            "{:<9} {:<5} {:<13} {:>3} {:>3} {:>8} {:>5} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>14}",
             c.deployment,
             format!("{:?}", c.quorum),
             format!("{:?}", c.fault),
@@ -294,6 +334,7 @@ fn print(cells: &[Cell]) {
             c.silent_but_at_risk,
             c.signalled_lost,
             c.signalled_new_holder,
+            c.fenced,
             c.token_regressions,
             c.token_regressions_after_jvm,
             rec.join(",")
@@ -303,6 +344,9 @@ fn print(cells: &[Cell]) {
         }
         for t in &c.timelines {
             println!("    SILENT {t}");
+        }
+        for f in &c.failed_faults {
+            println!("    FAILED FAULT {f}");
         }
     }
 }
@@ -327,6 +371,7 @@ async fn locks_stay_exclusive_or_signalled_through_failovers() {
         if c.deployment == "sentinel" {
             assert!(c.jvm_sections > 0, "{c:?}");
         }
+        assert!(c.failed_faults.is_empty(), "{:?}", c.failed_faults);
         assert_eq!(c.silent, 0, "silent overlaps: {:#?}", c.timelines);
         // A token confirmed by every replica the primary has cannot be lost
         // by a failover: so on the cluster (one replica each, which the

@@ -221,6 +221,25 @@ async fn count_on(redis: &Client, name: &str, field: &str) -> Result<Option<u32>
     }
 }
 
+/// As `count_on`, through the client's own command connection (on the
+/// lock's primary).
+async fn count_via(
+    client: &RedissonClient,
+    name: &str,
+    field: &str,
+) -> Result<Option<u32>, String> {
+    let read = tokio::time::timeout(
+        Duration::from_secs(5),
+        client.command(Some(name), "HGET", [name, field]),
+    )
+    .await;
+    match read {
+        Ok(Ok(reply)) => Ok(reply.as_i64().map(|c| c as u32)),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("no answer within 5 s".into()),
+    }
+}
+
 pub fn settings(url: &str, watchdog: Duration, quorum: ReplicaQuorum) -> Config {
     // The crate's defaults, Redisson's: only the watchdog and the quorum set.
     let mut config = Config::from_url(url);
@@ -660,7 +679,7 @@ async fn contend(
         let signals = heard.lock().clone();
         if signals.lost_us.is_some() || !signals.at_risk_us.is_empty() {
             let checked_us = now_us();
-            let count_after = count_on(client.redis(), &name, &guard.field()).await;
+            let count_after = count_via(&client, &name, &guard.field()).await;
             log.holds.lock().push(HoldRecord {
                 client: CRATE,
                 role: Role::Contender,

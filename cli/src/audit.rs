@@ -1,0 +1,149 @@
+//! `audit`: is this Redis safe for locks? The deployment's findings, as a
+//! table or JSON; exit 0 when nothing fails, 1 when something does, 2 when
+//! it could not connect.
+
+use std::io::IsTerminal;
+
+use redisson_lock::audit::{AuditReport, DeploymentKind, Severity};
+
+use crate::{settings, Cli};
+
+#[derive(clap::Args)]
+pub struct AuditArgs {
+    /// Print the report as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Exit status when the deployment could not be reached at all.
+const EXIT_UNREACHABLE: u8 = 2;
+
+pub async fn audit(cli: &Cli, args: &AuditArgs) -> Result<u8, String> {
+    let config = settings(cli)?;
+    let report = match redisson_lock::audit::audit(&config).await {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!(
+                "redisson-lock: cannot audit {}: {e}; check the address (--url / REDIS_URL, \
+                 --redisson-config), the credentials and TLS settings",
+                redisson_lock::naming::redact_url(&config.address)
+            );
+            return Ok(EXIT_UNREACHABLE);
+        }
+    };
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).map_err(|e| e.to_string())?
+        );
+    } else {
+        let width = std::io::stdout()
+            .is_terminal()
+            .then(|| {
+                crossterm::terminal::size()
+                    .ok()
+                    .map(|(w, _)| usize::from(w))
+            })
+            .flatten();
+        for line in table(&report) {
+            println!("{}", fit(&line, width));
+        }
+    }
+    Ok(u8::from(report.has_failures()))
+}
+
+fn label(severity: Severity) -> &'static str {
+    match severity {
+        Severity::Ok => "ok",
+        Severity::Warn => "WARN",
+        Severity::Fail => "FAIL",
+        _ => "UNKNOWN",
+    }
+}
+
+/// The report as lines: a header, one row per finding (why and fix under
+/// any that is not ok), a summary.
+pub fn table(report: &AuditReport) -> Vec<String> {
+    let kind = match report.deployment {
+        DeploymentKind::Single => "single server",
+        DeploymentKind::Cluster => "cluster",
+        DeploymentKind::Sentinel => "Sentinel",
+        _ => "deployment",
+    };
+    let mut lines = vec![format!(
+        "redisson-lock audit | {} | {kind} | lockWatchdogTimeout {} ms",
+        report.address, report.watchdog_ms
+    )];
+    let rule_w = report
+        .findings
+        .iter()
+        .map(|f| f.rule.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let target_w = report
+        .findings
+        .iter()
+        .map(|f| f.target.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    lines.push(format!(
+        "{:<7}  {:<rule_w$}  {:<target_w$}  EVIDENCE",
+        "STATUS", "RULE", "TARGET"
+    ));
+    let indent = " ".repeat(9 + rule_w + 2);
+    for f in &report.findings {
+        lines.push(format!(
+            "{:<7}  {:<rule_w$}  {:<target_w$}  {}",
+            label(f.severity),
+            f.rule,
+            f.target,
+            f.evidence
+        ));
+        if f.severity != Severity::Ok {
+            if !f.why.is_empty() {
+                lines.push(format!("{indent}why: {}", f.why));
+            }
+            if !f.fix.is_empty() {
+                lines.push(format!("{indent}fix: {}", f.fix));
+            }
+        }
+    }
+    let s = &report.summary;
+    lines.push(format!(
+        "{} finding(s): {} ok, {} warn, {} fail, {} unknown ({} ms)",
+        report.findings.len(),
+        s.ok,
+        s.warn,
+        s.fail,
+        s.unknown,
+        report.elapsed_ms
+    ));
+    lines
+}
+
+/// `line` cut to `width` characters, the cut marked with `…`.
+pub fn fit(line: &str, width: Option<usize>) -> String {
+    match width {
+        Some(w) if w > 1 && line.chars().count() > w => {
+            let mut cut: String = line.chars().take(w - 1).collect();
+            cut.push('…');
+            cut
+        }
+        _ => line.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fit;
+
+    #[test]
+    fn lines_are_cut_to_the_terminal_with_a_mark() {
+        assert_eq!(fit("ok eviction-policy", Some(10)), "ok evicti…");
+        assert_eq!(fit("ok eviction-policy", Some(18)), "ok eviction-policy");
+        assert_eq!(fit("ok eviction-policy", None), "ok eviction-policy");
+        assert_eq!(fit("FAIL über", Some(7)), "FAIL ü…");
+    }
+}

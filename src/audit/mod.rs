@@ -1,0 +1,300 @@
+//! "Is this Redis safe for locks?": an audit of the deployment a client
+//! talks to, for the failures that are not client bugs. An eviction policy
+//! that drops lock keys, a single server that restarts empty, a Sentinel
+//! quorum a minority can meet, a cluster primary without a replica, an ACL
+//! user without `PUBLISH`, a renamed `WAIT`, a JVM fleet whose
+//! `lockWatchdogTimeout` differs: each is a [`Finding`] with a
+//! [`Severity`], the evidence read, why it matters for locks and the fix.
+//!
+//! * [`RedissonClient::audit`] audits the deployment of a connected client;
+//! * [`audit()`] audits from settings alone, without connecting a client
+//!   first (so it also looks at a deployment a client refuses to connect
+//!   to, such as a cluster without `WAIT`);
+//! * at connect, every client runs the cheap part once in the background
+//!   (eviction policy, `WAIT`, pub/sub allowed) and logs one WARN per
+//!   finding that can break exclusion (`tracing` target `redisson_lock`,
+//!   the finding's parts as fields); connect never waits for it.
+//!
+//! The audit reaches every primary, replica and sentinel with short-lived
+//! connections of its own built from the client's [`Config`] (credentials,
+//! TLS), every command bounded by [`Config::timeout`], all nodes at once. It
+//! only reads, except for harmless probes: `EVALSHA` of an unknown script,
+//! `EVAL "return 0"`, a `PUBLISH` of `0` on the channel of a lock named
+//! `redisson-lock-audit` (and the `WAIT` after it), a subscription to that
+//! channel on a connection that is then closed. What a server refuses to
+//! show (a managed service's renamed `CONFIG`) is a finding of severity
+//! [`Severity::Unknown`], and the audit goes on.
+//!
+//! ```no_run
+//! use redisson_lock::audit::Severity;
+//!
+//! # async fn demo(client: redisson_lock::RedissonClient) -> redisson_lock::Result<()> {
+//! let report = client.audit().await?;
+//! for f in report.flagged() {
+//!     println!("{} {} {}: {} (fix: {})", f.severity, f.rule, f.target, f.why, f.fix);
+//! }
+//! assert_eq!(report.has_failures(), report.findings.iter().any(|f| f.severity == Severity::Fail));
+//! # Ok(()) }
+//! ```
+//!
+//! The rules, in the order of the report (docs/operations.md explains each):
+//! see [`RULES`].
+
+mod gather;
+mod link;
+mod report;
+mod rules;
+pub(crate) mod startup;
+
+use std::time::Instant;
+
+use fred::clients::Client;
+use fred::types::config::Config as FredConfig;
+
+pub use report::{AuditReport, DeploymentKind, Fact, Finding, Severity, Summary};
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::RedissonClient;
+use link::{Limits, Trouble};
+use report::Finding as F;
+use rules::Ctx;
+
+/// Every rule id, in the order findings are reported.
+pub const RULES: &[&str] = &[
+    "eviction-policy",
+    "memory-usage",
+    "persistence",
+    "replicas",
+    "replica-quorum",
+    "min-replicas",
+    "wait-command",
+    "replica-priority",
+    "replication-lag",
+    "sentinels-answering",
+    "sentinel-quorum",
+    "sentinel-down-after",
+    "sentinel-agreement",
+    "cluster-replica-validity",
+    "cluster-full-coverage",
+    "sharded-pubsub",
+    "permissions",
+    "java-watchdog",
+    "redisson-fields",
+    "latency",
+];
+
+/// What a rule looks for, one line: the `why` of a finding the audit could
+/// not make.
+pub(crate) fn purpose(rule: &str) -> &'static str {
+    match rule {
+        "eviction-policy" => {
+            "an eviction policy other than noeviction drops lock keys under memory pressure"
+        }
+        "memory-usage" => "at maxmemory Redis evicts keys or refuses lock writes",
+        "persistence" => {
+            "without persistence a restart empties every lock while holders keep working"
+        }
+        "replicas" => {
+            "a primary without a replica cannot confirm a lock write; a failover loses it"
+        }
+        "replica-quorum" => {
+            "the quorum decides how many replicas must hold a lock write before it counts"
+        }
+        "min-replicas" => {
+            "min-replicas-to-write above the replicas attached refuses every lock write"
+        }
+        "wait-command" => "without WAIT no lock write can be confirmed by a replica",
+        "replica-priority" => {
+            "a priority-0 replica is never promoted, yet can confirm a lock write"
+        }
+        "replication-lag" => "a lagging replica fails lock confirmations",
+        "sentinels-answering" => {
+            "a failover needs a majority of sentinels, and the client asks each"
+        }
+        "sentinel-quorum" => {
+            "a quorum below the majority lets a minority of sentinels depose the primary"
+        }
+        "sentinel-down-after" => "a failover slower than the lease loses every watchdog lock",
+        "sentinel-agreement" => {
+            "sentinels that disagree on the primary hold lock confirmations back"
+        }
+        "cluster-replica-validity" => {
+            "a replica promoted after a long disconnection lacks recent locks"
+        }
+        "cluster-full-coverage" => "how a cluster missing a slot treats lock writes",
+        "sharded-pubsub" => "unlock messages must go where the Redisson fleet listens",
+        "permissions" => {
+            "a command the crate sends that the ACL refuses makes lock operations fail"
+        }
+        "java-watchdog" => {
+            "a fleet whose lockWatchdogTimeout differs renews shared locks to another lease"
+        }
+        "redisson-fields" => {
+            "holder fields of another shape are invisible to holders(), inspect and doctor"
+        }
+        "latency" => "a round trip near the renewal interval lets leases run out",
+        _ => "",
+    }
+}
+
+/// Audits the deployment `config` describes, connecting as a client with
+/// these settings would (address, ACL user, TLS), but without starting one.
+///
+/// # Errors
+///
+/// [`Error::Config`] for invalid settings; [`Error::Connection`],
+/// [`Error::Timeout`] or [`Error::Auth`] when not even the first connection
+/// can be made (no node, or on Sentinel no sentinel, answers). Anything
+/// after that is a finding.
+///
+/// # Cancel safety
+///
+/// Dropping the future closes the audit's connections; nothing was written
+/// but the probes the [module docs](self) list.
+///
+/// ```no_run
+/// # async fn demo() -> redisson_lock::Result<()> {
+/// let config = redisson_lock::Config::from_url("redis://10.0.0.5:6379");
+/// let report = redisson_lock::audit::audit(&config).await?;
+/// println!("{}", serde_json::to_string_pretty(&report).unwrap());
+/// # Ok(()) }
+/// ```
+pub async fn audit(config: &Config) -> Result<AuditReport> {
+    config.validate()?;
+    let base = config.to_fred_config()?;
+    let run: futures::future::BoxFuture<'_, _> = Box::pin(run(config, &base, None, None));
+    run.await
+}
+
+impl RedissonClient {
+    /// Audits the deployment this client talks to (see [`crate::audit`]):
+    /// every finding with its severity, evidence, why and fix. The client's
+    /// own holds are not counted as the fleet's.
+    ///
+    /// # Errors
+    ///
+    /// As [`audit()`]: only when not even the first connection can be made.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future closes the audit's connections; the client is
+    /// not affected.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::RedissonClient) -> redisson_lock::Result<()> {
+    /// let report = client.audit().await?;
+    /// if report.has_failures() {
+    ///     eprintln!("this Redis can lose locks: {:?}", report.summary);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn audit(&self) -> Result<AuditReport> {
+        let config = &self.engine.config;
+        let base = config.to_fred_config()?;
+        let run: futures::future::BoxFuture<'_, _> = Box::pin(run(
+            config,
+            &base,
+            Some(&self.engine.redis),
+            Some(&self.engine.id),
+        ));
+        run.await
+    }
+}
+
+async fn run(
+    config: &Config,
+    base: &FredConfig,
+    discovery: Option<&Client>,
+    own_id: Option<&str>,
+) -> Result<AuditReport> {
+    let started = Instant::now();
+    let limits = Limits {
+        connect: config.connect_timeout,
+        call: config.timeout,
+    };
+    let seen = gather::gather(base, limits, discovery).await;
+    if let Some(e) = unreachable(&seen) {
+        seen.close().await;
+        return Err(e);
+    }
+    let ctx = Ctx {
+        config,
+        seen: &seen,
+        own_id,
+    };
+    let mut findings = vec![];
+    if let Some(t) = &seen.discovery {
+        findings.push(F::unknown(
+            "replicas",
+            "deployment",
+            format!("the deployment's nodes: {t}"),
+        ));
+    }
+    rules::memory::check(&ctx, &mut findings);
+    rules::persistence::check(&ctx, &mut findings);
+    rules::replication::check(&ctx, &mut findings);
+    rules::sentinel::check(&ctx, &mut findings);
+    let (waits, cluster, permissions, fleet, latency) = futures::join!(
+        rules::replication::wait_command(&ctx),
+        rules::cluster::check(&ctx),
+        rules::permissions::check(&ctx, base, limits),
+        rules::fleet::check(&ctx),
+        rules::latency::check(&ctx),
+    );
+    findings.extend(waits);
+    findings.extend(cluster);
+    findings.extend(permissions);
+    findings.extend(fleet);
+    findings.extend(latency);
+    seen.close().await;
+    let order = |rule: &str| RULES.iter().position(|r| *r == rule).unwrap_or(RULES.len());
+    findings.sort_by(|a, b| {
+        order(a.rule)
+            .cmp(&order(b.rule))
+            .then_with(|| a.target.cmp(&b.target))
+    });
+    let mut report = AuditReport {
+        address: crate::naming::redact_url(&config.address),
+        deployment: seen.kind,
+        watchdog_ms: config.lock_watchdog_timeout.as_millis() as u64,
+        findings,
+        summary: Summary::default(),
+        elapsed_ms: started.elapsed().as_millis() as u64,
+    };
+    report.summarize();
+    Ok(report)
+}
+
+/// The error to return when nothing answered at all.
+fn unreachable(seen: &gather::Seen) -> Option<Error> {
+    let first_failure = |t: &Trouble| match t {
+        Trouble::Unreachable(m)
+            if m.contains("WRONGPASS") || m.contains("NOAUTH") || m.contains("authentication") =>
+        {
+            Error::Auth {
+                message: m.clone(),
+                source: None,
+            }
+        }
+        Trouble::Unreachable(m) | Trouble::Refused(m) => Error::Connection {
+            message: m.clone(),
+            source: None,
+        },
+    };
+    let any_sentinel = seen.sentinels.iter().any(|s| s.answer.is_ok());
+    let any_node = seen.nodes.iter().any(|n| n.link.is_ok());
+    if any_node || any_sentinel {
+        return None;
+    }
+    if let Some(t) = seen.sentinels.iter().find_map(|s| s.answer.as_ref().err()) {
+        return Some(first_failure(t));
+    }
+    if let Some(t) = &seen.discovery {
+        return Some(first_failure(t));
+    }
+    seen.nodes
+        .iter()
+        .find_map(|n| n.link.as_ref().err())
+        .map(first_failure)
+}

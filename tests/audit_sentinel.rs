@@ -1,0 +1,99 @@
+//! `client.audit()` on a real Sentinel deployment (1 primary, 2 replicas,
+//! 3 sentinels): clean as started, then a quorum of 1 in 3, then a sentinel
+//! that hangs.
+
+mod common;
+
+use std::time::Duration;
+
+use common::topology::{Sentinel, SERVICE};
+use common::*;
+use redisson_lock::audit::{AuditReport, Severity};
+use redisson_lock::RedissonClient;
+
+const WATCHDOG: Duration = Duration::from_secs(30);
+
+fn flagged(report: &AuditReport) -> Vec<(&'static str, Severity)> {
+    let mut out: Vec<_> = report.flagged().map(|f| (f.rule, f.severity)).collect();
+    out.sort();
+    out
+}
+
+fn count(report: &AuditReport, rule: &str) -> usize {
+    report.rule(rule).count()
+}
+
+#[tokio::test]
+async fn a_sentinel_quorum_of_one_in_three_fails() {
+    let deployment = Sentinel::start().await;
+    let client = RedissonClient::connect(common::config(&deployment.url(), WATCHDOG))
+        .await
+        .unwrap();
+    let report = within("audit", client.audit()).await.unwrap();
+    assert_eq!(flagged(&report), [], "{report:#?}");
+    // Every primary's and every sentinel's rules were looked at.
+    for (rule, n) in [
+        ("eviction-policy", 1),
+        ("replicas", 1),
+        ("replica-quorum", 1),
+        ("min-replicas", 1),
+        ("wait-command", 1),
+        ("replica-priority", 1),
+        ("replication-lag", 1),
+        ("sentinels-answering", 1),
+        ("sentinel-quorum", 3),
+        ("sentinel-down-after", 3),
+        ("sentinel-agreement", 1),
+        ("permissions", 4),
+        ("latency", 1),
+    ] {
+        assert_eq!(count(&report, rule), n, "{rule}: {report:#?}");
+    }
+    assert_eq!(count(&report, "persistence"), 0, "a single server's rule");
+    let replicas = report.rule("replicas").next().unwrap();
+    assert!(
+        replicas.evidence.starts_with("2 replica(s) known"),
+        "{}",
+        replicas.evidence
+    );
+
+    deployment
+        .on_sentinels(&["SET", SERVICE, "quorum", "1"])
+        .await;
+    let report = within("audit", client.audit()).await.unwrap();
+    assert_eq!(
+        flagged(&report),
+        [("sentinel-quorum", Severity::Fail); 3],
+        "{report:#?}"
+    );
+    let f = report.rule("sentinel-quorum").next().unwrap();
+    assert_eq!(f.evidence, "quorum 1 of 3 sentinel(s), majority 2");
+    assert_eq!(f.fix, "SENTINEL SET mymaster quorum 2 on every sentinel");
+    client.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_hung_sentinel_is_a_finding_not_a_hang() {
+    let deployment = Sentinel::start().await;
+    let config = common::config(&deployment.url(), WATCHDOG);
+    deployment.sentinels[2].freeze();
+    // The audit's own connections: each call bounded by the 1 s timeout.
+    let report = within("audit", redisson_lock::audit::audit(&config)).await;
+    deployment.sentinels[2].thaw();
+    let report = report.unwrap();
+    assert_eq!(
+        flagged(&report),
+        [("sentinels-answering", Severity::Warn)],
+        "{report:#?}"
+    );
+    let f = report.rule("sentinels-answering").next().unwrap();
+    let silent = format!("127.0.0.1:{}", deployment.sentinels[2].port);
+    assert!(
+        f.evidence
+            .starts_with("2 of 3 configured sentinel(s) answered"),
+        "{}",
+        f.evidence
+    );
+    assert!(f.evidence.contains(&silent), "{}", f.evidence);
+    assert_eq!(count(&report, "sentinel-quorum"), 2);
+}

@@ -58,13 +58,27 @@ where
     .await
 }
 
-/// A plain client for one node (no cluster routing).
+/// A plain client for one node (no cluster routing). A node loading its
+/// data set (a replica right after a full sync) refuses fred's connect
+/// `PING` with `LOADING`: that is waited out, within `HANG`.
 pub async fn node_client(port: u16) -> Client {
-    let config =
-        fred::types::config::Config::from_url(&format!("redis://127.0.0.1:{port}")).unwrap();
-    let client = Builder::from_config(config).build().unwrap();
-    client.init().await.unwrap();
-    client
+    within(&format!("node {port} still loading its data set"), async {
+        loop {
+            let config =
+                fred::types::config::Config::from_url(&format!("redis://127.0.0.1:{port}"))
+                    .unwrap();
+            let client = Builder::from_config(config).build().unwrap();
+            match client.init().await {
+                Ok(_) => return client,
+                Err(e) if e.to_string().contains("LOADING") => {
+                    let _ = client.quit().await;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("cannot connect to node {port}: {e}"),
+            }
+        }
+    })
+    .await
 }
 
 async fn info_field(client: &Client, section: &str, field: &str) -> Option<String> {
@@ -574,16 +588,29 @@ async fn info_field_cluster(c: &Client) -> bool {
         .unwrap_or(false)
 }
 
-/// Runs one command on node `port` (no cluster routing) and returns its reply.
+/// Runs one command on node `port` (no cluster routing) and returns its
+/// reply; a `LOADING` reply (the node is loading its data set) is waited
+/// out, within `HANG`.
 pub async fn on_node(port: u16, command: &'static str, args: Vec<&str>) -> Value {
     let c = node_client(port).await;
-    let reply: Value = c
-        .custom(
-            CustomCommand::new_static(command, ClusterHash::Random, false),
-            args,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{command} on {port}: {e}"));
+    let reply = within(&format!("{command} on {port}: still loading"), async {
+        loop {
+            let reply: Result<Value, _> = c
+                .custom(
+                    CustomCommand::new_static(command, ClusterHash::Random, false),
+                    args.clone(),
+                )
+                .await;
+            match reply {
+                Err(e) if e.to_string().contains("LOADING") => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                reply => return reply,
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{command} on {port}: {e}"));
     let _ = c.quit().await;
     reply
 }

@@ -4,12 +4,17 @@ timings, operation and client (the crate, the crate with ReplicaQuorum::All
 on Sentinel, Redisson 4.7.0), and every false lost signal with its timeline.
 
     python3 scripts/routine_report.py docs/routine-results.json docs/safety.md
+
+A third argument names other blocks of the document: `routine-bounded` fills
+`<!-- routine-bounded-table:begin -->` and so on, from the bounded form's
+`target/safety/routine-bounded.json` (`cargo test --test routine`).
 """
 import json
 import re
 import sys
 
 src, doc_path = sys.argv[1], sys.argv[2]
+block = sys.argv[3] if len(sys.argv) > 3 else "routine"
 rows = json.load(open(src))
 
 
@@ -56,9 +61,9 @@ silent_text = ("\n".join(silent) if silent else "None in this run.") + "\n"
 
 doc = open(doc_path).read()
 for name, text in (("table", table_text), ("lost", lost_text), ("silent", silent_text)):
-    pattern = re.compile(rf"(<!-- routine-{name}:begin -->\n)(.*?)(<!-- routine-{name}:end -->)", re.S)
+    pattern = re.compile(rf"(<!-- {block}-{name}:begin -->\n)(.*?)(<!-- {block}-{name}:end -->)", re.S)
     if not pattern.search(doc):
-        sys.exit(f"{doc_path} has no routine-{name} block")
+        sys.exit(f"{doc_path} has no {block}-{name} block")
     doc = pattern.sub(lambda m: m.group(1) + text + m.group(3), doc)
 open(doc_path, "w").write(doc)
 print(table_text)

@@ -2,6 +2,7 @@
 //! TCP proxy, and observers for channel messages and keyspace events.
 #![allow(dead_code)]
 
+pub mod bus;
 pub mod garbage;
 pub mod java;
 pub mod partition;
@@ -248,6 +249,48 @@ impl RedisServer {
         self.spawn().await;
     }
 
+    /// SIGTERM, as an operator's orderly stop (a rolling restart), and waits
+    /// for the process to exit.
+    pub async fn terminate(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let pid = child.id().expect("running") as i32;
+            assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+            within("redis-server exits after SIGTERM", child.wait())
+                .await
+                .unwrap();
+        }
+    }
+
+    /// Starts again on the same port with the same flags, after
+    /// `terminate` or `kill`. Persistence is off, but a replica writes each
+    /// full sync it receives to its RDB file, and loads that file when it
+    /// starts (then resyncs from there, partially if its primary's backlog
+    /// still covers it); a sentinel or cluster node keeps its identity in
+    /// its config file. See `wipe` for a node with an empty disk.
+    pub async fn start_again(&mut self) {
+        assert!(self.child.is_none(), "still running");
+        self.spawn().await;
+    }
+
+    /// Removes the RDB file of a stopped server, so that it starts empty,
+    /// as a node whose disk was replaced: a replica then needs a full sync.
+    pub fn wipe(&self) {
+        assert!(self.child.is_none(), "stop the server first");
+        let flag = |name: &str| {
+            self.extra
+                .iter()
+                .rposition(|f| f == name)
+                .and_then(|i| self.extra.get(i + 1))
+        };
+        let dir = flag("--dir").map_or(self.dir.0.clone(), std::path::PathBuf::from);
+        let file = flag("--dbfilename").map_or("dump.rdb", |f| f.as_str());
+        match std::fs::remove_file(dir.join(file)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => panic!("removing {file} in {}: {e}", dir.display()),
+        }
+    }
+
     /// A plain fred client for inspecting state.
     pub async fn raw(&self) -> Client {
         let client =
@@ -256,6 +299,28 @@ impl RedisServer {
                 .unwrap();
         client.init().await.unwrap();
         client
+    }
+}
+
+/// The flags that let a test send `DEBUG` (`DEBUG SLEEP`, `DEBUG POPULATE`)
+/// to the server under test: Redis 7 and Valkey refuse it unless
+/// `enable-debug-command` says otherwise; Redis 6 has no such setting and
+/// allows it.
+pub fn debug_command_flags() -> Vec<&'static str> {
+    let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+    let out = std::process::Command::new(&binary)
+        .arg("--version")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {binary} --version: {e}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let major: u32 = text
+        .split_once(" v=")
+        .and_then(|(_, rest)| rest.split('.').next())
+        .and_then(|m| m.parse().ok())
+        .unwrap_or_else(|| panic!("no version in `{text}`"));
+    match major {
+        0..=6 => vec![],
+        _ => vec!["--enable-debug-command", "yes"],
     }
 }
 

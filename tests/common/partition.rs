@@ -6,6 +6,10 @@
 //! know every node by its proxy's port, replicas announce theirs), and the
 //! proxy tells replication links from the rest by what they send: a
 //! replica's link sends `REPLCONF` and `PSYNC` before the stream starts.
+//! It can also cut the connections of one client that names itself
+//! (`CLIENT SETNAME`, which a sentinel sends first on each of its links:
+//! `sentinel-<first 8 characters of its id>-cmd` and `...-pubsub`), so one
+//! sentinel can be partitioned from a node while everything else reaches it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -19,18 +23,23 @@ pub struct ReplicationProxy {
     cut: Arc<AtomicBool>,
     /// Replicas (by the port they announce) whose links are cut.
     cut_replicas: Arc<Mutex<Vec<u16>>>,
+    /// Clients (by the start of the name they set) whose links are cut.
+    cut_names: Arc<Mutex<Vec<String>>>,
     /// Every link through the proxy, and whether it is a replication link.
     links: Arc<Mutex<Vec<Link>>>,
     accept: tokio::task::JoinHandle<()>,
 }
 
-/// A link, whether it is a replication link, and the port its replica
-/// announced (`REPLCONF listening-port`), once seen.
-type Link = (
-    tokio::task::AbortHandle,
-    Arc<AtomicBool>,
-    Arc<Mutex<Option<u16>>>,
-);
+/// A link, and what it showed of itself so far.
+struct Link {
+    handle: tokio::task::AbortHandle,
+    /// It is a replication link.
+    replication: Arc<AtomicBool>,
+    /// The port its replica announced (`REPLCONF listening-port`), once seen.
+    replica_port: Arc<Mutex<Option<u16>>>,
+    /// The name its client set (`CLIENT SETNAME`), once seen, in lowercase.
+    name: Arc<Mutex<Option<String>>>,
+}
 
 /// The port a replica announces in its handshake, if `seen` has it.
 fn announced_port(seen: &[u8]) -> Option<u16> {
@@ -38,6 +47,15 @@ fn announced_port(seen: &[u8]) -> Option<u16> {
     let at = text.find("listening-port")?;
     // RESP: `$14\r\nlistening-port\r\n$5\r\n12345\r\n`
     text[at..].split("\r\n").nth(2)?.trim().parse().ok()
+}
+
+/// The name a client set (`CLIENT SETNAME`), in lowercase, if `seen` has it.
+fn client_name(seen: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(seen).to_ascii_lowercase();
+    let at = text.find("setname")?;
+    // RESP: `$7\r\nsetname\r\n$21\r\nsentinel-1a2b3c4d-cmd\r\n`
+    let name = text[at..].split("\r\n").nth(2)?.trim();
+    (!name.is_empty()).then(|| name.to_string())
 }
 
 /// Whether what a connection sent so far shows it is a replication link.
@@ -55,19 +73,33 @@ impl ReplicationProxy {
         let port = listener.local_addr().unwrap().port();
         let cut = Arc::new(AtomicBool::new(false));
         let cut_replicas: Arc<Mutex<Vec<u16>>> = Arc::default();
+        let cut_names: Arc<Mutex<Vec<String>>> = Arc::default();
         let links: Arc<Mutex<Vec<Link>>> = Arc::default();
-        let (c, cr, l) = (cut.clone(), cut_replicas.clone(), links.clone());
+        let (c, cr, cn, l) = (
+            cut.clone(),
+            cut_replicas.clone(),
+            cut_names.clone(),
+            links.clone(),
+        );
         let accept = tokio::spawn(async move {
             while let Ok((inbound, _)) = listener.accept().await {
-                let (cut, cut_replicas, links) = (c.clone(), cr.clone(), l.clone());
+                let (cut, cut_replicas, cut_names, links) =
+                    (c.clone(), cr.clone(), cn.clone(), l.clone());
                 let replication = Arc::new(AtomicBool::new(false));
                 let marked = replication.clone();
                 let replica_port: Arc<Mutex<Option<u16>>> = Arc::default();
                 let announced = replica_port.clone();
+                let name: Arc<Mutex<Option<String>>> = Arc::default();
+                let named = name.clone();
                 let link = tokio::spawn(async move {
                     let Ok(outbound) = TcpStream::connect(("127.0.0.1", upstream)).await else {
                         return;
                     };
+                    // Forwarded as it comes: with Nagle's algorithm a small
+                    // write waits for the peer's delayed ACK (40 ms), a
+                    // delay no real network adds to every WAIT.
+                    let _ = inbound.set_nodelay(true);
+                    let _ = outbound.set_nodelay(true);
                     let (mut down_r, mut down_w) = inbound.into_split();
                     let (mut up_r, mut up_w) = outbound.into_split();
                     let upward = async {
@@ -88,11 +120,20 @@ impl ReplicationProxy {
                                 if let Some(port) = announced_port(&seen) {
                                     *announced.lock() = Some(port);
                                 }
+                                if let Some(name) = client_name(&seen) {
+                                    *named.lock() = Some(name);
+                                }
                             }
                             let replica = *announced.lock();
                             let severed = cut.load(Ordering::SeqCst)
                                 || replica.is_some_and(|p| cut_replicas.lock().contains(&p));
                             if known && severed {
+                                return;
+                            }
+                            let client = named.lock().clone();
+                            if client.is_some_and(|n| {
+                                cut_names.lock().iter().any(|cut| n.starts_with(cut))
+                            }) {
                                 return;
                             }
                             if up_w.write_all(&buf[..n]).await.is_err() {
@@ -108,17 +149,49 @@ impl ReplicationProxy {
                     }
                 });
                 let mut links = links.lock();
-                links.retain(|(handle, _, _)| !handle.is_finished());
-                links.push((link.abort_handle(), replication, replica_port));
+                links.retain(|link| !link.handle.is_finished());
+                links.push(Link {
+                    handle: link.abort_handle(),
+                    replication,
+                    replica_port,
+                    name,
+                });
             }
         });
         ReplicationProxy {
             port,
             cut,
             cut_replicas,
+            cut_names,
             links,
             accept,
         }
+    }
+
+    /// Cuts every connection whose client named itself (`CLIENT SETNAME`)
+    /// with a name starting with `prefix`, and every one it makes, until
+    /// `heal_client`: that client loses the node while everyone else still
+    /// reaches it. A sentinel names its links `sentinel-<first 8
+    /// characters of its id>-...`, so `sentinel-1a2b3c4d` partitions one
+    /// sentinel from this node.
+    pub fn cut_client(&self, prefix: &str) {
+        let prefix = prefix.to_ascii_lowercase();
+        for link in self.links.lock().iter() {
+            if link
+                .name
+                .lock()
+                .as_ref()
+                .is_some_and(|n| n.starts_with(&prefix))
+            {
+                link.handle.abort();
+            }
+        }
+        self.cut_names.lock().push(prefix);
+    }
+
+    pub fn heal_client(&self, prefix: &str) {
+        let prefix = prefix.to_ascii_lowercase();
+        self.cut_names.lock().retain(|p| *p != prefix);
     }
 
     /// Cuts the replication link of the replica that announces
@@ -127,9 +200,11 @@ impl ReplicationProxy {
     /// writes while the sentinels still reach it.
     pub fn cut_replica(&self, replica_port: u16) {
         self.cut_replicas.lock().push(replica_port);
-        for (link, replication, port) in self.links.lock().iter() {
-            if replication.load(Ordering::SeqCst) && *port.lock() == Some(replica_port) {
-                link.abort();
+        for link in self.links.lock().iter() {
+            if link.replication.load(Ordering::SeqCst)
+                && *link.replica_port.lock() == Some(replica_port)
+            {
+                link.handle.abort();
             }
         }
     }
@@ -142,9 +217,9 @@ impl ReplicationProxy {
     /// tries to start, until `heal`.
     pub fn partition(&self) {
         self.cut.store(true, Ordering::SeqCst);
-        for (link, replication, _) in self.links.lock().iter() {
-            if replication.load(Ordering::SeqCst) {
-                link.abort();
+        for link in self.links.lock().iter() {
+            if link.replication.load(Ordering::SeqCst) {
+                link.handle.abort();
             }
         }
     }
@@ -157,8 +232,8 @@ impl ReplicationProxy {
 impl Drop for ReplicationProxy {
     fn drop(&mut self) {
         self.accept.abort();
-        for (link, _, _) in self.links.lock().drain(..) {
-            link.abort();
+        for link in self.links.lock().drain(..) {
+            link.handle.abort();
         }
     }
 }

@@ -58,13 +58,27 @@ where
     .await
 }
 
-/// A plain client for one node (no cluster routing).
+/// A plain client for one node (no cluster routing). A node loading its
+/// data set (a replica right after a full sync) refuses fred's connect
+/// `PING` with `LOADING`: that is waited out, within `HANG`.
 pub async fn node_client(port: u16) -> Client {
-    let config =
-        fred::types::config::Config::from_url(&format!("redis://127.0.0.1:{port}")).unwrap();
-    let client = Builder::from_config(config).build().unwrap();
-    client.init().await.unwrap();
-    client
+    within(&format!("node {port} still loading its data set"), async {
+        loop {
+            let config =
+                fred::types::config::Config::from_url(&format!("redis://127.0.0.1:{port}"))
+                    .unwrap();
+            let client = Builder::from_config(config).build().unwrap();
+            match client.init().await {
+                Ok(_) => return client,
+                Err(e) if e.to_string().contains("LOADING") => {
+                    let _ = client.quit().await;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("cannot connect to node {port}: {e}"),
+            }
+        }
+    })
+    .await
 }
 
 async fn info_field(client: &Client, section: &str, field: &str) -> Option<String> {
@@ -84,6 +98,9 @@ async fn info_field(client: &Client, section: &str, field: &str) -> Option<Strin
 /// A Redis Cluster of 3 primaries, each with 1 replica.
 pub struct Cluster {
     pub nodes: Vec<RedisServer>,
+    /// With `start_bus_proxied`: a proxy in front of each node's bus port
+    /// (in the order of `nodes`), which it announces as its bus port.
+    pub bus: Vec<super::bus::BusProxy>,
     replicas: usize,
     _dir: Scratch,
 }
@@ -105,29 +122,46 @@ impl Cluster {
         let mut nodes = Vec::new();
         for _ in 0..3 * (1 + replicas) {
             let port = free_cluster_port();
-            let conf = dir.0.join(format!("nodes-{port}.conf"));
-            nodes.push(
-                RedisServer::start_on(
-                    port,
-                    None,
-                    &[
-                        &[
-                            "--cluster-enabled",
-                            "yes",
-                            "--cluster-config-file",
-                            conf.to_str().unwrap(),
-                            "--cluster-node-timeout",
-                            "1000",
-                            "--dir",
-                            dir.0.to_str().unwrap(),
-                        ][..],
-                        extra,
-                    ]
-                    .concat(),
-                )
-                .await,
-            );
+            let flags = cluster_flags(&dir, port, extra);
+            let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+            nodes.push(RedisServer::start_on(port, None, &flags).await);
         }
+        Self::join(nodes, vec![], replicas, dir).await
+    }
+
+    /// 3 primaries with 1 replica each, every node started with `extra`
+    /// flags as well, and behind a `BusProxy` on its bus port (announced
+    /// with `cluster-announce-bus-port`), so that a node can be cut off the
+    /// bus (`isolate_bus`) while clients and its replication link reach it.
+    pub async fn start_bus_proxied(extra: &[&str]) -> Self {
+        let dir = Scratch::new("cluster");
+        let mut ports: Vec<u16> = vec![];
+        while ports.len() < 6 {
+            let port = free_cluster_port();
+            if !ports.contains(&port) {
+                ports.push(port);
+            }
+        }
+        let (mut nodes, mut bus) = (vec![], vec![]);
+        for port in ports {
+            let proxy = super::bus::BusProxy::start(port + 10_000).await;
+            let announced = proxy.port.to_string();
+            let flags = cluster_flags(&dir, port, extra);
+            let mut flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+            flags.extend(["--cluster-announce-bus-port", announced.as_str()]);
+            nodes.push(RedisServer::start_on(port, None, &flags).await);
+            bus.push(proxy);
+        }
+        Self::join(nodes, bus, 1, dir).await
+    }
+
+    /// Joins started nodes into a cluster with `replicas` per primary.
+    async fn join(
+        nodes: Vec<RedisServer>,
+        bus: Vec<super::bus::BusProxy>,
+        replicas: usize,
+        dir: Scratch,
+    ) -> Self {
         let addrs: Vec<String> = nodes
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port))
@@ -146,11 +180,77 @@ impl Cluster {
         );
         let cluster = Cluster {
             nodes,
+            bus,
             replicas,
             _dir: dir,
         };
         cluster.await_healthy().await;
         cluster
+    }
+
+    /// The node id of the node on `port` (`CLUSTER MYID`).
+    pub async fn node_id(&self, port: u16) -> String {
+        on_node(port, "CLUSTER", vec!["MYID"])
+            .await
+            .as_string()
+            .unwrap_or_else(|| panic!("CLUSTER MYID on {port}"))
+    }
+
+    /// Cuts the node on `port` off the cluster bus, both ways
+    /// (`start_bus_proxied` only): nothing reaches its bus port, and the
+    /// links it opens to the others are cut at their proxies. Clients and
+    /// its replication link still reach it.
+    pub async fn isolate_bus(&self, port: u16) {
+        let id = self.node_id(port).await;
+        for (node, proxy) in self.nodes.iter().zip(&self.bus) {
+            if node.port == port {
+                proxy.isolate();
+            } else {
+                proxy.cut_sender(&id);
+            }
+        }
+    }
+
+    /// Undoes `isolate_bus`.
+    pub async fn rejoin_bus(&self, port: u16) {
+        let id = self.node_id(port).await;
+        for (node, proxy) in self.nodes.iter().zip(&self.bus) {
+            if node.port == port {
+                proxy.rejoin();
+            } else {
+                proxy.heal_sender(&id);
+            }
+        }
+    }
+
+    /// Whether no node flags another as failing (`fail`, `fail?`) or
+    /// lacks a bus link to it: what `is_healthy` does not look at, since a
+    /// replica cut off the bus keeps its replication link.
+    pub async fn all_linked(&self) -> bool {
+        for node in &self.nodes {
+            let c = node_client(node.port).await;
+            let text: Result<String, _> = c
+                .custom(
+                    CustomCommand::new_static("CLUSTER", ClusterHash::Random, false),
+                    vec!["NODES"],
+                )
+                .await;
+            let _ = c.quit().await;
+            let Ok(text) = text else { return false };
+            for line in text.lines() {
+                let f: Vec<&str> = line.split_whitespace().collect();
+                if f.len() < 8 {
+                    continue;
+                }
+                let failing = f[2]
+                    .split(',')
+                    .any(|flag| flag == "fail" || flag == "fail?");
+                if failing || f[7] != "connected" {
+                    return false;
+                }
+            }
+        }
+        true
     }
 
     /// Waits until every node sees the cluster as ok, every primary has an
@@ -451,6 +551,32 @@ impl Cluster {
     }
 }
 
+/// A cluster node's flags: its config and data in `dir`, each node's files
+/// its own (a replica writes every full sync it receives to its RDB file,
+/// and loads it when it starts), a 1 s node timeout (later flags in `extra`
+/// override it).
+fn cluster_flags(dir: &Scratch, port: u16, extra: &[&str]) -> Vec<String> {
+    let conf = dir.0.join(format!("nodes-{port}.conf"));
+    let rdb = format!("dump-{port}.rdb");
+    let mut flags: Vec<String> = [
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        conf.to_str().unwrap(),
+        "--cluster-node-timeout",
+        "1000",
+        "--dir",
+        dir.0.to_str().unwrap(),
+        "--dbfilename",
+        &rdb,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    flags.extend(extra.iter().map(|s| s.to_string()));
+    flags
+}
+
 async fn info_field_cluster(c: &Client) -> bool {
     let info: Result<String, _> = c
         .custom(
@@ -462,16 +588,29 @@ async fn info_field_cluster(c: &Client) -> bool {
         .unwrap_or(false)
 }
 
-/// Runs one command on node `port` (no cluster routing) and returns its reply.
+/// Runs one command on node `port` (no cluster routing) and returns its
+/// reply; a `LOADING` reply (the node is loading its data set) is waited
+/// out, within `HANG`.
 pub async fn on_node(port: u16, command: &'static str, args: Vec<&str>) -> Value {
     let c = node_client(port).await;
-    let reply: Value = c
-        .custom(
-            CustomCommand::new_static(command, ClusterHash::Random, false),
-            args,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{command} on {port}: {e}"));
+    let reply = within(&format!("{command} on {port}: still loading"), async {
+        loop {
+            let reply: Result<Value, _> = c
+                .custom(
+                    CustomCommand::new_static(command, ClusterHash::Random, false),
+                    args.clone(),
+                )
+                .await;
+            match reply {
+                Err(e) if e.to_string().contains("LOADING") => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                reply => return reply,
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{command} on {port}: {e}"));
     let _ = c.quit().await;
     reply
 }
@@ -599,6 +738,11 @@ impl Sentinel {
     /// proxy's port (replicas announce theirs), so `partition` can cut a
     /// node's replication links while everything else still reaches it.
     pub async fn start_proxied() -> Self {
+        Self::start_proxied_with(&[]).await
+    }
+
+    /// As `start_proxied`, with `extra` flags on the primary and the replicas.
+    pub async fn start_proxied_with(extra: &[&str]) -> Self {
         use super::partition::ReplicationProxy;
         let dir = Scratch::new("sentinel");
         // Each node's port is chosen first, so that its proxy exists (and
@@ -622,6 +766,7 @@ impl Sentinel {
             if i > 0 {
                 flags.extend(["--replicaof", "127.0.0.1", primary_proxy.as_str()]);
             }
+            flags.extend(extra);
             nodes.push(RedisServer::start_on(*port, None, &flags).await);
         }
         let primary = nodes.remove(0);

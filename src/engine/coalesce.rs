@@ -81,6 +81,13 @@ pub(crate) struct Lane {
     /// Calls whose caller stopped waiting before they were sent.
     abandoned: Mutex<Vec<Arc<Pending>>>,
     any_abandoned: AtomicBool,
+    /// The one `WAIT` in flight on this connection. A `WAIT` holds the
+    /// connection until the replicas answer or its timeout ends, and
+    /// everything sent after it waits behind it: calls that need one while
+    /// another is in flight are queued and share the next, so a replica that
+    /// stopped answering delays a write by at most two timeouts, not one per
+    /// call ahead of it.
+    wait_slot: Arc<tokio::sync::Semaphore>,
     /// Walking scripts in flight on this connection ([`WALKING_AT_ONCE`]).
     walking: tokio::sync::Semaphore,
     /// One walking script in flight per stripe of hash slots.
@@ -137,13 +144,22 @@ pub(crate) enum Route {
     Queued(Waiting),
 }
 
-/// Counts a call sent on its own as in flight until dropped.
-pub(crate) struct Alone(Arc<Lane>);
+/// Counts a call sent on its own as in flight until dropped, and holds the
+/// connection's `WAIT` if the call carries one.
+pub(crate) struct Alone {
+    lane: Arc<Lane>,
+    _turn: Option<WaitTurn>,
+}
 
 impl Drop for Alone {
     fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::Release);
+        self.lane.in_flight.fetch_sub(1, Ordering::Release);
     }
+}
+
+/// The connection's one `WAIT` in flight, until the reply.
+pub(crate) struct WaitTurn {
+    _permit: tokio::sync::OwnedSemaphorePermit,
 }
 
 /// A walking script's places on its connection, until its reply.
@@ -185,6 +201,7 @@ impl Lane {
             in_flight: AtomicUsize::new(0),
             abandoned: Mutex::default(),
             any_abandoned: AtomicBool::new(false),
+            wait_slot: Arc::new(tokio::sync::Semaphore::new(1)),
             walking: tokio::sync::Semaphore::new(WALKING_AT_ONCE),
             walking_stripes: (0..WALKING_STRIPES)
                 .map(|_| tokio::sync::Semaphore::new(1))
@@ -215,6 +232,16 @@ impl Lane {
         &self.client
     }
 
+    /// Waits for the connection's `WAIT` to be free, for a call that is
+    /// never batched and carries one. Cancel safe: nothing is sent while
+    /// waiting.
+    pub(crate) async fn wait_turn(&self, wait: Option<WaitFor>) -> Option<WaitTurn> {
+        wait?;
+        // The semaphore is never closed.
+        let permit = self.wait_slot.clone().acquire_owned().await.ok()?;
+        Some(WaitTurn { _permit: permit })
+    }
+
     /// Sends `call` on its own while few calls of this lane await a reply,
     /// or when its script walks data (never batched), otherwise queues it for
     /// the batch of this scheduler tick.
@@ -226,12 +253,39 @@ impl Lane {
     ) -> Route {
         if !call.script.batches() {
             self.in_flight.fetch_add(1, Ordering::AcqRel);
-            return Route::Alone(call, Alone(self.clone()));
+            return Route::Alone(
+                call,
+                Alone {
+                    lane: self.clone(),
+                    _turn: None,
+                },
+            );
         }
         let mut queue = self.queue.lock();
         let in_flight = self.in_flight.fetch_add(1, Ordering::AcqRel);
         if queue.is_empty() && in_flight < ALONE_BELOW {
-            return Route::Alone(call, Alone(self.clone()));
+            match wait {
+                None => {
+                    return Route::Alone(
+                        call,
+                        Alone {
+                            lane: self.clone(),
+                            _turn: None,
+                        },
+                    )
+                }
+                Some(_) => {
+                    if let Ok(turn) = self.wait_slot.clone().try_acquire_owned() {
+                        return Route::Alone(
+                            call,
+                            Alone {
+                                lane: self.clone(),
+                                _turn: Some(WaitTurn { _permit: turn }),
+                            },
+                        );
+                    }
+                }
+            }
         }
         let pending = Arc::new(Pending::default());
         queue.push(Queued {
@@ -273,18 +327,61 @@ impl Lane {
 async fn flush(lane: Arc<Lane>) {
     // Let the tasks that are ready now queue their calls first.
     tokio::task::yield_now().await;
+    // Calls that need a `WAIT` go once the one in flight is answered, and
+    // share the next; what queues meanwhile goes with them.
+    let needs_wait = lane.queue.lock().iter().any(|q| q.wait.is_some());
+    let _turn = match needs_wait {
+        true => lane.wait_slot.clone().acquire_owned().await.ok(),
+        false => None,
+    };
     let queued = std::mem::take(&mut *lane.queue.lock());
     if queued.is_empty() {
         return;
     }
     let n_calls = queued.len();
-    let batches = group(queued, lane.slot_grouped);
-    futures::future::join_all(batches.into_iter().map(|batch| send(&lane, batch))).await;
+    // One WAIT, the strongest any call asked for, after every batch of the
+    // flush: it covers every write sent before it on the connection. One per
+    // batch would hold the connection once per batch while a replica is not
+    // answering.
+    let wait = queued
+        .iter()
+        .filter_map(|q| q.wait)
+        .max_by_key(|w| w.replicas);
+    let mut batches = group(queued, lane.slot_grouped);
+    let last = match wait {
+        Some(_) => batches.pop(),
+        None => None,
+    };
+    let sent = batches.into_iter().map(|batch| send(&lane, batch, None));
+    let mut done: Vec<Done> = futures::future::join_all(sent)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    if let Some(last) = last {
+        let waited = send(&lane, last, wait).await;
+        let acked = waited.iter().find_map(|(_, reply)| match reply {
+            Some(Ok((_, acked))) => *acked,
+            _ => None,
+        });
+        for (_, reply) in &mut done {
+            if let Some(Ok((_, no_wait))) = reply {
+                *no_wait = acked;
+            }
+        }
+        done.extend(waited);
+    }
+    for (pending, reply) in done {
+        pending.complete(reply);
+    }
     lane.in_flight.fetch_sub(n_calls, Ordering::AcqRel);
 }
 
+/// A queued call and its reply (`None`: it did not run, its caller sends it).
+type Done = (Arc<Pending>, Option<Reply>);
+
 /// Splits calls into batches of one script, one shape (key and argument
-/// counts) and, if needed, one slot.
+/// counts) and, if needed, one slot. Their `WAIT` is the flush's.
 fn group(queued: Vec<Queued>, slot_grouped: bool) -> Vec<Vec<Queued>> {
     let mut batches: Vec<Vec<Queued>> = Vec::new();
     for q in queued {
@@ -294,7 +391,6 @@ fn group(queued: Vec<Queued>, slot_grouped: bool) -> Vec<Vec<Queued>> {
                 && std::ptr::eq(first.call.script, q.call.script)
                 && first.call.keys.len() == q.call.keys.len()
                 && first.call.args.len() == q.call.args.len()
-                && first.wait == q.wait
                 && (!slot_grouped || first.slot == q.slot)
         };
         match batches.iter_mut().find(|b| same(b)) {
@@ -305,19 +401,22 @@ fn group(queued: Vec<Queued>, slot_grouped: bool) -> Vec<Vec<Queued>> {
     batches
 }
 
-/// Sends one batch with one attempt and hands out the replies.
-async fn send(lane: &Lane, mut batch: Vec<Queued>) {
-    let (script, slot, wait) = (batch[0].call.script, batch[0].slot, batch[0].wait);
+/// Sends one batch with one attempt, followed by `wait` if given, and
+/// returns each call's reply.
+async fn send(lane: &Lane, mut batch: Vec<Queued>, wait: Option<WaitFor>) -> Vec<Done> {
+    let (script, slot) = (batch[0].call.script, batch[0].slot);
     if let [_] = &batch[..] {
-        let Some(q) = batch.pop() else { return };
+        let Some(q) = batch.pop() else {
+            return vec![];
+        };
         let reply = script
             .send_cached(&lane.client, lane.timeout, slot, q.call, wait)
             .await;
-        q.pending.complete(match reply {
+        let reply = match reply {
             Err(e) if e.is_noscript() => None,
             other => Some(other),
-        });
-        return;
+        };
+        return vec![(q.pending, reply)];
     }
     let each = script.each();
     let (nk, na) = (batch[0].call.keys.len(), batch[0].call.args.len());
@@ -342,18 +441,22 @@ async fn send(lane: &Lane, mut batch: Vec<Queued>) {
         Ok((Value::Array(replies), acked)) if replies.len() == 2 * pending.len() => {
             // One WAIT after the batch covers every write in it.
             let mut replies = replies.into_iter();
-            for p in &pending {
-                let (code, reply) = (replies.next(), replies.next());
-                p.complete(Some(unpack(code, reply).map(|reply| (reply, acked))));
-            }
+            pending
+                .into_iter()
+                .map(|p| {
+                    let (code, reply) = (replies.next(), replies.next());
+                    (p, Some(unpack(code, reply).map(|reply| (reply, acked))))
+                })
+                .collect()
         }
         Ok((other, _)) => {
             // It ran, but what each call did cannot be told: each resolves
             // its outcome as after a lost reply.
             let message = format!("unexpected reply to a batch of scripts: {other:?}");
-            for p in &pending {
-                p.complete(Some(Err(Error::connection(message.clone()))));
-            }
+            pending
+                .into_iter()
+                .map(|p| (p, Some(Err(Error::connection(message.clone())))))
+                .collect()
         }
         Err(e) if e.is_noscript() => {
             // Nothing ran. Load the batch script for next time; the callers
@@ -361,15 +464,12 @@ async fn send(lane: &Lane, mut batch: Vec<Queued>) {
             if let Err(e) = each.load(&lane.client, lane.timeout, slot).await {
                 tracing::debug!(error = %e, "loading the batch script failed");
             }
-            for p in &pending {
-                p.complete(None);
-            }
+            pending.into_iter().map(|p| (p, None)).collect()
         }
-        Err(e) => {
-            for p in &pending {
-                p.complete(Some(Err(e.clone())));
-            }
-        }
+        Err(e) => pending
+            .into_iter()
+            .map(|p| (p, Some(Err(e.clone()))))
+            .collect(),
     }
 }
 

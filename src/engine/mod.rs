@@ -235,9 +235,9 @@ impl Engine {
         // A script that walks data waits for a place among the few of them
         // the connection may have in flight (see `coalesce`): Redis then
         // serves other clients between them.
-        let _walking = match call.script.batches() {
-            true => None,
-            false => Some(lane.walking(slot).await),
+        let (_walking, _turn) = match call.script.batches() {
+            true => (None, None),
+            false => (Some(lane.walking(slot).await), lane.wait_turn(wait).await),
         };
         lane.after_abandoned().await;
         let timeout = self.config.timeout;

@@ -270,7 +270,19 @@ impl ReplicaSync {
                     .unwrap_or(0)
                     .saturating_sub(i64::from(others))
                     .clamp(0, i64::from(promotable)) as u32;
-                self.judged(acked, required, promotable)
+                match self.judged(acked, required, promotable) {
+                    // The rule holds when the reply is read, not when the
+                    // write was planned: a replica the view has since found
+                    // a failover could not promote (dead for seconds, `fail?`)
+                    // no longer stands between the write and its
+                    // confirmation. Without this, a renewal planned a moment
+                    // before the view changed left its hold at risk, and a
+                    // late reply let its deadline pass: a false lost signal.
+                    short @ Synced::Short { .. } => {
+                        self.judged_now(acked, redis, slot).unwrap_or(short)
+                    }
+                    judged => judged,
+                }
             }
         };
         if synced.is_short() {
@@ -294,6 +306,21 @@ impl ReplicaSync {
             self.wait + Duration::from_secs(1)
         } else {
             Duration::ZERO
+        }
+    }
+
+    /// A short write judged again by the view as it is now: confirmed if
+    /// the promotable replicas the view now knows need no more than `acked`.
+    fn judged_now(&self, acked: u32, redis: &Client, slot: u16) -> Option<Synced> {
+        match self.topology.requirement(redis, slot) {
+            Requirement::Replicas { promotable, .. } if acked >= self.required(promotable) => {
+                Some(Synced::Confirmed {
+                    acked: acked.min(promotable),
+                    promotable,
+                })
+            }
+            Requirement::Nothing => Some(Synced::NotWaited),
+            _ => None,
         }
     }
 

@@ -339,14 +339,14 @@ async fn flush(lane: Arc<Lane>) {
         return;
     }
     let n_calls = queued.len();
-    // One WAIT, the strongest any call asked for, after every batch of the
-    // flush: it covers every write sent before it on the connection. One per
+    // One WAIT after every batch of the flush, for as many replicas as any
+    // call asked and no longer than any may wait: it covers every write sent before it on the connection. One per
     // batch would hold the connection once per batch while a replica is not
     // answering.
-    let wait = queued
-        .iter()
-        .filter_map(|q| q.wait)
-        .max_by_key(|w| w.replicas);
+    let wait = queued.iter().filter_map(|q| q.wait).reduce(|a, b| WaitFor {
+        replicas: a.replicas.max(b.replicas),
+        timeout: a.timeout.min(b.timeout),
+    });
     let mut batches = group(queued, lane.slot_grouped);
     let last = match wait {
         Some(_) => batches.pop(),

@@ -164,6 +164,16 @@ impl Engine {
         &self,
         build: impl Fn() -> ScriptCall + Sync,
     ) -> Result<(Value, Synced)> {
+        self.write_by(build, None).await
+    }
+
+    /// [`Engine::write`], its `WAIT` answered by `by` at the latest: a
+    /// renewal must be judged before the deadline it would move passes.
+    pub(crate) async fn write_by(
+        &self,
+        build: impl Fn() -> ScriptCall + Sync,
+        by: Option<tokio::time::Instant>,
+    ) -> Result<(Value, Synced)> {
         let mut resends = 0;
         loop {
             let call = build();
@@ -171,7 +181,18 @@ impl Engine {
             let writer = self.writer_of_slot(slot);
             // Nothing is sent on a connection that still reaches an old primary.
             let plan = self.replica_sync.plan(writer, slot)?;
-            let sent = self.send(slot, call, &build, plan.wait()).await;
+            let wait = plan.wait().map(|wait| match by {
+                // `WAIT` with a timeout of 0 would block for good.
+                Some(by) => WaitFor {
+                    timeout: wait.timeout.min(
+                        by.saturating_duration_since(tokio::time::Instant::now())
+                            .max(std::time::Duration::from_millis(1)),
+                    ),
+                    ..wait
+                },
+                None => wait,
+            });
+            let sent = self.send(slot, call, &build, wait).await;
             match sent {
                 Err(e) if self.resend_redirected(&e, &mut resends) => {}
                 Err(e) => return Err(e),

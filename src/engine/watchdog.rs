@@ -210,7 +210,14 @@ async fn renew_batch(engine: &Engine, holds: &[Arc<Hold>]) -> CycleStats {
             }
         }
     };
-    let (flags, synced) = match engine.write(|| call.clone()).await {
+    // The reply must come while the earliest deadline can still move: a
+    // `WAIT` that outlasts it leaves the holder told lost by a renewal that
+    // would have been confirmed.
+    let by = holds.iter().map(|h| h.lease.deadline()).min().map(|d| {
+        d.checked_sub(engine.config.timeout.min(period) / 10)
+            .unwrap_or(d)
+    });
+    let (flags, synced) = match engine.write_by(|| call.clone(), by).await {
         Ok((Value::Array(flags), synced)) if flags.len() == entries.len() => (flags, synced),
         Ok((other, _)) => {
             tracing::warn!(reply = ?other, "unexpected renewal reply");

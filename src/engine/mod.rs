@@ -160,11 +160,11 @@ impl Engine {
     /// replicas confirmed. `build` runs again only if the server does not
     /// have the script cached, or if the node refused it with a redirect
     /// (see [`Engine::resend_redirected`]).
-    pub(crate) async fn write(
-        &self,
-        build: impl Fn() -> ScriptCall + Sync,
-    ) -> Result<(Value, Synced)> {
-        self.write_by(build, None).await
+    pub(crate) fn write<'a>(
+        &'a self,
+        build: impl Fn() -> ScriptCall + Sync + 'a,
+    ) -> impl std::future::Future<Output = Result<(Value, Synced)>> + 'a {
+        self.write_by(build, None)
     }
 
     /// [`Engine::write`], its `WAIT` answered by `by` at the latest: a

@@ -241,9 +241,10 @@ impl Engine {
 
     /// Sends `call` once on the writer of `slot`, followed by `wait`: on its
     /// own when nothing else of that connection awaits a reply, otherwise in
-    /// the batch of this scheduler tick (one `WAIT` after the batch); a
-    /// script that walks data always on its own, after the connection's
-    /// previous one was answered (see [`coalesce`]). Returns the reply and
+    /// the batch of this scheduler tick (one `WAIT` after the batch, and
+    /// one `WAIT` in flight per connection); a script that walks data always
+    /// on its own, after the connection's previous one was answered (see
+    /// [`coalesce`]). Returns the reply and
     /// the replicas that acknowledged.
     async fn send(
         &self,
@@ -256,11 +257,18 @@ impl Engine {
         // A script that walks data waits for a place among the few of them
         // the connection may have in flight (see `coalesce`): Redis then
         // serves other clients between them.
-        let (_walking, _turn) = match call.script.batches() {
-            true => (None, None),
-            false => (Some(lane.walking(slot).await), lane.wait_turn(wait).await),
+        let walks = !call.script.batches();
+        let _walking = match walks {
+            true => Some(lane.walking(slot).await),
+            false => None,
         };
         lane.after_abandoned().await;
+        // Its turn at the connection's one `WAIT`, taken after the abandoned
+        // calls were answered: they may be queued behind that turn.
+        let _turn = match walks {
+            true => lane.wait_turn(wait).await,
+            false => None,
+        };
         let timeout = self.config.timeout;
         match lane.route(call, slot, wait) {
             Route::Alone(call, _in_flight) => {

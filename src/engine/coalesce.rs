@@ -36,6 +36,7 @@
 //! settlement of that caller's operation reads the state on the same
 //! connection, and must read it after the call.
 
+use std::collections::HashMap;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -81,13 +82,14 @@ pub(crate) struct Lane {
     /// Calls whose caller stopped waiting before they were sent.
     abandoned: Mutex<Vec<Arc<Pending>>>,
     any_abandoned: AtomicBool,
-    /// The one `WAIT` in flight on this connection. A `WAIT` holds the
-    /// connection until the replicas answer or its timeout ends, and
-    /// everything sent after it waits behind it: calls that need one while
-    /// another is in flight are queued and share the next, so a replica that
-    /// stopped answering delays a write by at most two timeouts, not one per
-    /// call ahead of it.
-    wait_slot: Arc<tokio::sync::Semaphore>,
+    /// The one `WAIT` in flight on this connection (on a cluster, per hash
+    /// slot: the connection reaches every primary, and a `WAIT` holds only
+    /// the node it went to). A `WAIT` holds the connection until the
+    /// replicas answer or its timeout ends, and everything sent after it
+    /// waits behind it: calls that need one while another is in flight are
+    /// queued and share the next, so a replica that stopped answering delays
+    /// a write by at most two timeouts, not one per call ahead of it.
+    wait_turns: Mutex<HashMap<u16, Arc<tokio::sync::Semaphore>>>,
     /// Walking scripts in flight on this connection ([`WALKING_AT_ONCE`]).
     walking: tokio::sync::Semaphore,
     /// One walking script in flight per stripe of hash slots.
@@ -201,7 +203,7 @@ impl Lane {
             in_flight: AtomicUsize::new(0),
             abandoned: Mutex::default(),
             any_abandoned: AtomicBool::new(false),
-            wait_slot: Arc::new(tokio::sync::Semaphore::new(1)),
+            wait_turns: Mutex::default(),
             walking: tokio::sync::Semaphore::new(WALKING_AT_ONCE),
             walking_stripes: (0..WALKING_STRIPES)
                 .map(|_| tokio::sync::Semaphore::new(1))
@@ -235,11 +237,22 @@ impl Lane {
     /// Waits for the connection's `WAIT` to be free, for a call that is
     /// never batched and carries one. Cancel safe: nothing is sent while
     /// waiting.
-    pub(crate) async fn wait_turn(&self, wait: Option<WaitFor>) -> Option<WaitTurn> {
+    pub(crate) async fn wait_turn(&self, wait: Option<WaitFor>, slot: u16) -> Option<WaitTurn> {
         wait?;
         // The semaphore is never closed.
-        let permit = self.wait_slot.clone().acquire_owned().await.ok()?;
+        let permit = self.turns(slot).acquire_owned().await.ok()?;
         Some(WaitTurn { _permit: permit })
+    }
+
+    /// The `WAIT` turn of the node `slot` is written to: one per
+    /// connection, one per slot on a cluster.
+    fn turns(&self, slot: u16) -> Arc<tokio::sync::Semaphore> {
+        let key = if self.slot_grouped { slot } else { 0 };
+        self.wait_turns
+            .lock()
+            .entry(key)
+            .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(1)))
+            .clone()
     }
 
     /// Sends `call` on its own while few calls of this lane await a reply,
@@ -275,7 +288,7 @@ impl Lane {
                     )
                 }
                 Some(_) => {
-                    if let Ok(turn) = self.wait_slot.clone().try_acquire_owned() {
+                    if let Ok(turn) = self.turns(slot).try_acquire_owned() {
                         return Route::Alone(
                             call,
                             Alone {
@@ -327,39 +340,51 @@ impl Lane {
 async fn flush(lane: Arc<Lane>) {
     // Let the tasks that are ready now queue their calls first.
     tokio::task::yield_now().await;
-    // Calls that need a `WAIT` go once the one in flight is answered, and
-    // share the next; what queues meanwhile goes with them.
-    let needs_wait = lane.queue.lock().iter().any(|q| q.wait.is_some());
-    let _turn = match needs_wait {
-        true => lane.wait_slot.clone().acquire_owned().await.ok(),
-        false => None,
-    };
     let queued = std::mem::take(&mut *lane.queue.lock());
     if queued.is_empty() {
         return;
     }
     let n_calls = queued.len();
-    // One WAIT after every batch of the flush, for as many replicas as any
-    // call asked and no longer than any may wait: it covers every write sent before it on the connection. One per
-    // batch would hold the connection once per batch while a replica is not
-    // answering.
+    // Per node written to (a slot on a cluster, else the one connection).
+    let mut nodes: HashMap<u16, Vec<Queued>> = HashMap::new();
+    for q in queued {
+        let key = if lane.slot_grouped { q.slot } else { 0 };
+        nodes.entry(key).or_default().push(q);
+    }
+    let sent = nodes
+        .into_iter()
+        .map(|(key, queued)| flush_node(&lane, key, queued));
+    futures::future::join_all(sent).await;
+    lane.in_flight.fetch_sub(n_calls, Ordering::AcqRel);
+}
+
+/// Sends the calls queued for one node: once the `WAIT` in flight there is
+/// answered if they need one, and then one `WAIT` after all of them, for as
+/// many replicas as any call asked and no longer than any may wait (it
+/// covers every write sent before it on the connection; one per batch would
+/// hold the node once per batch while a replica is not answering).
+async fn flush_node(lane: &Lane, slot: u16, queued: Vec<Queued>) {
     let wait = queued.iter().filter_map(|q| q.wait).reduce(|a, b| WaitFor {
         replicas: a.replicas.max(b.replicas),
         timeout: a.timeout.min(b.timeout),
     });
+    let _turn = match wait {
+        Some(_) => lane.turns(slot).acquire_owned().await.ok(),
+        None => None,
+    };
     let mut batches = group(queued, lane.slot_grouped);
     let last = match wait {
         Some(_) => batches.pop(),
         None => None,
     };
-    let sent = batches.into_iter().map(|batch| send(&lane, batch, None));
+    let sent = batches.into_iter().map(|batch| send(lane, batch, None));
     let mut done: Vec<Done> = futures::future::join_all(sent)
         .await
         .into_iter()
         .flatten()
         .collect();
     if let Some(last) = last {
-        let waited = send(&lane, last, wait).await;
+        let waited = send(lane, last, wait).await;
         let acked = waited.iter().find_map(|(_, reply)| match reply {
             Some(Ok((_, acked))) => *acked,
             _ => None,
@@ -374,7 +399,6 @@ async fn flush(lane: Arc<Lane>) {
     for (pending, reply) in done {
         pending.complete(reply);
     }
-    lane.in_flight.fetch_sub(n_calls, Ordering::AcqRel);
 }
 
 /// A queued call and its reply (`None`: it did not run, its caller sends it).

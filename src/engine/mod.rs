@@ -266,7 +266,7 @@ impl Engine {
         // Its turn at the connection's one `WAIT`, taken after the abandoned
         // calls were answered: they may be queued behind that turn.
         let _turn = match walks {
-            true => lane.wait_turn(wait).await,
+            true => lane.wait_turn(wait, slot).await,
             false => None,
         };
         let timeout = self.config.timeout;

@@ -6,7 +6,7 @@
 //! `lockWatchdogTimeout` differs: each is a [`Finding`] with a
 //! [`Severity`], the evidence read, why it matters for locks and the fix.
 //!
-//! * [`RedissonClient::audit`] audits the deployment of a connected client;
+//! * [`crate::RedissonClient::audit`] audits the deployment of a connected client;
 //! * [`audit()`] audits from settings alone, without connecting a client
 //!   first (so it also looks at a deployment a client refuses to connect
 //!   to, such as a cluster without `WAIT`);

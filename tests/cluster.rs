@@ -434,6 +434,54 @@ async fn an_acquire_no_replica_confirms_is_undone_and_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_made_while_a_wait_is_in_flight_share_the_next_one() {
+    // A `WAIT` holds its connection until its timeout while a replica does
+    // not answer, and everything sent after it waits behind it. Writes made
+    // meanwhile, each its own moment (so each its own flush), must all go
+    // with one `WAIT`, not wait one timeout each in turn.
+    let cluster = Cluster::start().await;
+    let names: Vec<String> = (0..5).map(|i| format!("{{queue}}:{i}")).collect();
+    let primary = cluster.owner_of(naming::slot(&names[0])).await;
+    let replica = cluster.replica_of(primary).await;
+    // No renewal while the replica is frozen: only the acquires' WAITs count.
+    let mut lax = config(&cluster.url(), Duration::from_secs(30));
+    lax.slaves_sync_timeout = Duration::from_millis(1500);
+    // Acquires short of the quorum are kept: one attempt each, one WAIT each
+    // at most.
+    lax.check_lock_synced_slaves = false;
+    let client = RedissonClient::connect(lax).await.unwrap();
+    // The connection learns the slot's owner.
+    let warm = client.lock(&names[0]).unwrap();
+    warm.lock().await.unwrap().unlock().await.unwrap();
+    let raw = node_client(primary).await;
+    let waits = command_calls(&raw, "wait").await;
+
+    cluster.node(replica).freeze();
+    let mut acquires = vec![];
+    for name in &names {
+        let lock = client.lock(name).unwrap();
+        acquires.push(tokio::spawn(async move { lock.lock().await }));
+        // Each write a moment after the previous one, well inside the first
+        // WAIT's timeout.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut guards = vec![];
+    for acquire in acquires {
+        guards.push(within("acquire", acquire).await.unwrap().unwrap());
+    }
+    cluster.node(replica).thaw();
+    assert_eq!(
+        command_calls(&raw, "wait").await - waits,
+        2,
+        "one WAIT for the first write, one shared by the four made while it was in flight"
+    );
+    for guard in guards {
+        guard.unlock().await.unwrap();
+    }
+    client.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_script_goes_straight_to_its_slots_primary() {
     // No replicas: no WAIT either (as Redisson: nothing to wait for).
     let cluster = Cluster::start_with_replicas(0).await;

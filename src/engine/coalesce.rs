@@ -86,10 +86,14 @@ pub(crate) struct Lane {
     /// slot: the connection reaches every primary, and a `WAIT` holds only
     /// the node it went to). A `WAIT` holds the connection until the
     /// replicas answer or its timeout ends, and everything sent after it
-    /// waits behind it: calls that need one while another is in flight are
-    /// queued and share the next, so a replica that stopped answering delays
-    /// a write by at most two timeouts, not one per call ahead of it.
+    /// waits behind it: calls that need one while another is in flight
+    /// wait in [`Lane::for_turn`] and all go out with the next, so a replica
+    /// that stopped answering delays a write by at most two timeouts, not
+    /// one per call (or per batch) ahead of it.
     wait_turns: Mutex<HashMap<u16, Arc<tokio::sync::Semaphore>>>,
+    /// Per node, the queued calls waiting for its `WAIT` turn: whichever
+    /// flush gets the turn sends all of them, those queued after it too.
+    for_turn: Mutex<HashMap<u16, Vec<Queued>>>,
     /// Walking scripts in flight on this connection ([`WALKING_AT_ONCE`]).
     walking: tokio::sync::Semaphore,
     /// One walking script in flight per stripe of hash slots.
@@ -112,15 +116,13 @@ pub(crate) type Reply = Result<(Value, Option<i64>)>;
 /// A queued call's reply, once its batch is answered.
 #[derive(Default)]
 struct Pending {
-    /// `Some(None)`: the call did not run (its batch script was not cached
-    /// yet); the caller sends it itself.
-    reply: Mutex<Option<Option<Reply>>>,
+    reply: Mutex<Option<Reply>>,
     done: AtomicBool,
     answered: Notify,
 }
 
 impl Pending {
-    fn complete(&self, reply: Option<Reply>) {
+    fn complete(&self, reply: Reply) {
         *self.reply.lock() = Some(reply);
         self.done.store(true, Ordering::Release);
         self.answered.notify_waiters();
@@ -177,10 +179,14 @@ pub(crate) struct Waiting {
 }
 
 impl Waiting {
-    /// The call's reply; `None` if it did not run and must be sent again.
-    pub(crate) async fn reply(self) -> Option<Reply> {
+    /// The call's reply.
+    pub(crate) async fn reply(self) -> Reply {
         self.pending.until_done().await;
-        self.pending.reply.lock().take().flatten()
+        self.pending
+            .reply
+            .lock()
+            .take()
+            .unwrap_or_else(|| Err(Error::connection("a queued call's reply was taken twice")))
     }
 }
 
@@ -204,6 +210,7 @@ impl Lane {
             abandoned: Mutex::default(),
             any_abandoned: AtomicBool::new(false),
             wait_turns: Mutex::default(),
+            for_turn: Mutex::default(),
             walking: tokio::sync::Semaphore::new(WALKING_AT_ONCE),
             walking_stripes: (0..WALKING_STRIPES)
                 .map(|_| tokio::sync::Semaphore::new(1))
@@ -358,20 +365,33 @@ async fn flush(lane: Arc<Lane>) {
     lane.in_flight.fetch_sub(n_calls, Ordering::AcqRel);
 }
 
-/// Sends the calls queued for one node: once the `WAIT` in flight there is
-/// answered if they need one, and then one `WAIT` after all of them, for as
-/// many replicas as any call asked and no longer than any may wait (it
-/// covers every write sent before it on the connection; one per batch would
-/// hold the node once per batch while a replica is not answering).
+/// Sends the calls queued for one node. Calls that need no `WAIT` go now;
+/// otherwise they join the node's calls waiting for its `WAIT` turn, and
+/// whichever flush gets the turn sends every call waiting then, followed by
+/// one `WAIT` for as many replicas as any call asked and no longer than any
+/// may wait (it covers every write sent before it on the connection). A
+/// flush that took its snapshot of the queue before waiting would hold the
+/// node once per flush: with a replica not answering, calls queued while
+/// the turn was taken waited one `WAIT` timeout per flush ahead of them,
+/// and a renewal queued behind three of them missed its lease.
 async fn flush_node(lane: &Lane, slot: u16, queued: Vec<Queued>) {
-    let wait = queued.iter().filter_map(|q| q.wait).reduce(|a, b| WaitFor {
-        replicas: a.replicas.max(b.replicas),
-        timeout: a.timeout.min(b.timeout),
-    });
-    let _turn = match wait {
-        Some(_) => lane.turns(slot).acquire_owned().await.ok(),
-        None => None,
-    };
+    if queued.iter().all(|q| q.wait.is_none()) {
+        let sent = group(queued, lane.slot_grouped)
+            .into_iter()
+            .map(|batch| send(lane, batch, None));
+        for (pending, reply) in futures::future::join_all(sent).await.into_iter().flatten() {
+            pending.complete(reply);
+        }
+        return;
+    }
+    lane.for_turn.lock().entry(slot).or_default().extend(queued);
+    let _turn = lane.turns(slot).acquire_owned().await.ok();
+    let queued = lane.for_turn.lock().remove(&slot).unwrap_or_default();
+    if queued.is_empty() {
+        // An earlier flush sent them with its `WAIT`.
+        return;
+    }
+    let wait = queued.iter().filter_map(|q| q.wait).reduce(WaitFor::join);
     let mut batches = group(queued, lane.slot_grouped);
     let last = match wait {
         Some(_) => batches.pop(),
@@ -386,11 +406,11 @@ async fn flush_node(lane: &Lane, slot: u16, queued: Vec<Queued>) {
     if let Some(last) = last {
         let waited = send(lane, last, wait).await;
         let acked = waited.iter().find_map(|(_, reply)| match reply {
-            Some(Ok((_, acked))) => *acked,
+            Ok((_, acked)) => *acked,
             _ => None,
         });
         for (_, reply) in &mut done {
-            if let Some(Ok((_, no_wait))) = reply {
+            if let Ok((_, no_wait)) = reply {
                 *no_wait = acked;
             }
         }
@@ -401,8 +421,8 @@ async fn flush_node(lane: &Lane, slot: u16, queued: Vec<Queued>) {
     }
 }
 
-/// A queued call and its reply (`None`: it did not run, its caller sends it).
-type Done = (Arc<Pending>, Option<Reply>);
+/// A queued call and its reply.
+type Done = (Arc<Pending>, Reply);
 
 /// Splits calls into batches of one script, one shape (key and argument
 /// counts) and, if needed, one slot. Their `WAIT` is the flush's.
@@ -425,8 +445,8 @@ fn group(queued: Vec<Queued>, slot_grouped: bool) -> Vec<Vec<Queued>> {
     batches
 }
 
-/// Sends one batch with one attempt, followed by `wait` if given, and
-/// returns each call's reply.
+/// Sends one batch with one attempt (and its `EVAL` after a `NOSCRIPT`:
+/// nothing ran), followed by `wait` if given, and returns each call's reply.
 async fn send(lane: &Lane, mut batch: Vec<Queued>, wait: Option<WaitFor>) -> Vec<Done> {
     let (script, slot) = (batch[0].call.script, batch[0].slot);
     if let [_] = &batch[..] {
@@ -434,12 +454,8 @@ async fn send(lane: &Lane, mut batch: Vec<Queued>, wait: Option<WaitFor>) -> Vec
             return vec![];
         };
         let reply = script
-            .send_cached(&lane.client, lane.timeout, slot, q.call, wait)
+            .run_kept(&lane.client, lane.timeout, slot, q.call, wait)
             .await;
-        let reply = match reply {
-            Err(e) if e.is_noscript() => None,
-            other => Some(other),
-        };
         return vec![(q.pending, reply)];
     }
     let each = script.each();
@@ -459,7 +475,7 @@ async fn send(lane: &Lane, mut batch: Vec<Queued>, wait: Option<WaitFor>) -> Vec
         args,
     };
     match each
-        .send_cached(&lane.client, lane.timeout, slot, call, wait)
+        .run_kept(&lane.client, lane.timeout, slot, call, wait)
         .await
     {
         Ok((Value::Array(replies), acked)) if replies.len() == 2 * pending.len() => {
@@ -469,7 +485,7 @@ async fn send(lane: &Lane, mut batch: Vec<Queued>, wait: Option<WaitFor>) -> Vec
                 .into_iter()
                 .map(|p| {
                     let (code, reply) = (replies.next(), replies.next());
-                    (p, Some(unpack(code, reply).map(|reply| (reply, acked))))
+                    (p, unpack(code, reply).map(|reply| (reply, acked)))
                 })
                 .collect()
         }
@@ -479,21 +495,10 @@ async fn send(lane: &Lane, mut batch: Vec<Queued>, wait: Option<WaitFor>) -> Vec
             let message = format!("unexpected reply to a batch of scripts: {other:?}");
             pending
                 .into_iter()
-                .map(|p| (p, Some(Err(Error::connection(message.clone())))))
+                .map(|p| (p, Err(Error::connection(message.clone()))))
                 .collect()
         }
-        Err(e) if e.is_noscript() => {
-            // Nothing ran. Load the batch script for next time; the callers
-            // send their calls on their own meanwhile.
-            if let Err(e) = each.load(&lane.client, lane.timeout, slot).await {
-                tracing::debug!(error = %e, "loading the batch script failed");
-            }
-            pending.into_iter().map(|p| (p, None)).collect()
-        }
-        Err(e) => pending
-            .into_iter()
-            .map(|p| (p, Some(Err(e.clone()))))
-            .collect(),
+        Err(e) => pending.into_iter().map(|p| (p, Err(e.clone()))).collect(),
     }
 }
 

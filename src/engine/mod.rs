@@ -181,17 +181,7 @@ impl Engine {
             let writer = self.writer_of_slot(slot);
             // Nothing is sent on a connection that still reaches an old primary.
             let plan = self.replica_sync.plan(writer, slot)?;
-            let wait = plan.wait().map(|wait| match by {
-                // `WAIT` with a timeout of 0 would block for good.
-                Some(by) => WaitFor {
-                    timeout: wait.timeout.min(
-                        by.saturating_duration_since(tokio::time::Instant::now())
-                            .max(std::time::Duration::from_millis(1)),
-                    ),
-                    ..wait
-                },
-                None => wait,
-            });
+            let wait = plan.wait().map(|wait| WaitFor { by, ..wait });
             let sent = self.send(slot, call, &build, wait).await;
             match sent {
                 Err(e) if self.resend_redirected(&e, &mut resends) => {}
@@ -276,16 +266,7 @@ impl Engine {
                     .run(lane.client(), timeout, slot, call, build, wait)
                     .await
             }
-            Route::Queued(waiting) => match waiting.reply().await {
-                Some(reply) => reply,
-                // The batch did not run (its script was not cached yet).
-                None => {
-                    let call = build();
-                    call.script
-                        .run(lane.client(), timeout, slot, call, build, wait)
-                        .await
-                }
-            },
+            Route::Queued(waiting) => waiting.reply().await,
         }
     }
 

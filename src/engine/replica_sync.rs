@@ -229,6 +229,7 @@ impl ReplicaSync {
                     wait: (required > 0).then_some(WaitFor {
                         replicas: i64::from(required + others),
                         timeout: self.wait,
+                        by: None,
                     }),
                 }
             }

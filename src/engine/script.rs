@@ -151,7 +151,42 @@ impl Script {
     ) -> Result<(Value, Option<i64>)> {
         match self.send_cached(redis, timeout, slot, call, wait).await {
             Err(e) if e.is_noscript() => {
+                if self.batches() {
+                    // The node's script cache is new (a first use, a
+                    // restart, a promotion): its batch form is loaded now,
+                    // while nothing waits for it. A batch that met NOSCRIPT
+                    // would have followed it with a `WAIT`, which holds the
+                    // connection for its timeout while a replica is down.
+                    if let Err(e) = self.each().load(redis, timeout, slot).await {
+                        tracing::debug!(error = %e, "loading a batch script failed");
+                    }
+                }
                 send_waiting(redis, timeout, "EVAL", self.eval(rebuild), slot, wait).await
+            }
+            other => other,
+        }
+    }
+
+    /// Runs `call` once like [`Script::run`], for a caller that cannot
+    /// make it again (a queued call, a batch): its arguments are kept (one
+    /// vector, their bytes shared) for the `EVAL` that follows a `NOSCRIPT`.
+    /// The call is answered on the spot either way, inside the `WAIT` turn
+    /// its sender holds: handing a `NOSCRIPT` back to each caller to send
+    /// alone put one `WAIT` per call back on the connection.
+    pub(crate) async fn run_kept(
+        &self,
+        redis: &Client,
+        timeout: Duration,
+        slot: u16,
+        call: ScriptCall,
+        wait: Option<WaitFor>,
+    ) -> Result<(Value, Option<i64>)> {
+        let argv = call.into_argv(self.sha1.clone());
+        let mut kept = argv.clone();
+        match send_waiting(redis, timeout, "EVALSHA", argv, slot, wait).await {
+            Err(e) if e.is_noscript() => {
+                kept[0] = Value::from_static_str(self.text);
+                send_waiting(redis, timeout, "EVAL", kept, slot, wait).await
             }
             other => other,
         }
@@ -183,6 +218,11 @@ fn send_waiting<'a>(
                 .await
                 .map(|reply| (reply, None)),
             Some(wait) => {
+                let wait = WaitFor {
+                    timeout: wait.timeout_now(),
+                    by: None,
+                    ..wait
+                };
                 let (reply, acked) =
                     send_then_wait(redis, timeout + wait.timeout, cmd, argv, slot, wait).await?;
                 // A server without WAIT (a proxy that refuses it) confirmed nothing.
@@ -197,6 +237,38 @@ fn send_waiting<'a>(
 pub(crate) struct WaitFor {
     pub(crate) replicas: i64,
     pub(crate) timeout: Duration,
+    /// When the reply is needed at the latest (a renewal, before the
+    /// deadline it would move): the timeout is cut to it when the `WAIT`
+    /// goes out, which may be a while after the call was made (it waits
+    /// for the connection's one `WAIT` in flight).
+    pub(crate) by: Option<tokio::time::Instant>,
+}
+
+impl WaitFor {
+    /// One `WAIT` for both: as many replicas as either asks, answered as
+    /// soon as either needs.
+    pub(crate) fn join(self, other: WaitFor) -> WaitFor {
+        WaitFor {
+            replicas: self.replicas.max(other.replicas),
+            timeout: self.timeout.min(other.timeout),
+            by: match (self.by, other.by) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+        }
+    }
+
+    /// The timeout to send now.
+    fn timeout_now(&self) -> Duration {
+        match self.by {
+            // `WAIT` with a timeout of 0 would block for good.
+            Some(by) => self.timeout.min(
+                by.saturating_duration_since(tokio::time::Instant::now())
+                    .max(Duration::from_millis(1)),
+            ),
+            None => self.timeout,
+        }
+    }
 }
 
 /// `cmd argv` then `WAIT`, as one pipeline with one attempt.

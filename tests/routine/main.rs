@@ -124,9 +124,13 @@ async fn routine_operations_lose_nothing_and_refuse_little() {
     let timings = Timings::bounded();
     let mut rows = run(Kind::Sentinel, &timings).await;
     rows.extend(run(Kind::Cluster, &timings).await);
+    let violations: Vec<String> = rows.iter().flat_map(violations).collect();
+    // First, so that a log cut to its head and tail still shows them.
+    for v in &violations {
+        println!("violation: {v}");
+    }
     judge::print(&rows);
     write_rows("routine-bounded.json", &rows);
-    let violations: Vec<String> = rows.iter().flat_map(violations).collect();
     assert!(
         violations.is_empty(),
         "{} violation(s):\n{}",

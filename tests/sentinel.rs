@@ -222,8 +222,22 @@ async fn the_quorum_counts_the_replicas_a_failover_could_promote() {
     // Both replicas up: every quorum is met, and the guard says by how many
     // (WAIT answers once the quorum is reached, counting every replica that
     // has the write by then: Redisson's rule may see 1 or 2).
+    // A replica of a loaded machine may miss a 200 ms WAIT: that is a
+    // refusal, and the next try is judged afresh.
+    async fn until_confirmed(lock: redisson_lock::RLock) -> redisson_lock::LockGuard {
+        within("an acquire the replicas confirm", async {
+            loop {
+                match lock.lock().await {
+                    Ok(guard) => return guard,
+                    Err(Error::ReplicasNotSynced { .. }) => {}
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        })
+        .await
+    }
     for (client, at_least) in [(&any, 1), (&all, 2), (&two, 2)] {
-        let guard = client.lock("quorum").unwrap().lock().await.unwrap();
+        let guard = until_confirmed(client.lock("quorum").unwrap()).await;
         assert!(
             matches!(guard.safety(), SafetyLevel::Replicas { acked, promotable: 2 } if acked >= at_least),
             "{:?}",
@@ -234,21 +248,21 @@ async fn the_quorum_counts_the_replicas_a_failover_could_promote() {
 
     // An all-replica holder, then one replica is cut off from the primary
     // (the sentinels still reach it: it stays promotable).
-    let held = all.lock("quorum").unwrap().lock().await.unwrap();
+    let held = until_confirmed(all.lock("quorum").unwrap()).await;
     let cut = sentinel.replicas[0].port;
     let cut_announced = sentinel.proxy(cut).port;
     let primary_proxy = &sentinel.proxies[0];
     primary_proxy.cut_replica(cut_announced);
 
-    // Its unlock reaches only one replica: replayed through the latch, then
-    // reported; the lock is released on the primary all the same.
+    // Its unlock reaches one replica at most: replayed through the latch,
+    // then reported; the lock is released on the primary all the same.
     let err = held.unlock().await.unwrap_err();
     assert!(
         matches!(
             &err,
             Error::ReplicasNotSynced {
                 operation: "unlock",
-                acked: 1,
+                acked: 0..=1,
                 required: 2,
                 promotable: 2,
                 ..
@@ -258,13 +272,13 @@ async fn the_quorum_counts_the_replicas_a_failover_could_promote() {
     );
     assert!(
         err.to_string()
-            .contains("reached 1 of the 2 replicas a failover could promote; 2 required"),
+            .contains("of the 2 replicas a failover could promote; 2 required"),
         "{err}"
     );
     assert!(!any.lock("quorum").unwrap().is_locked().await.unwrap());
 
     // One confirmation is enough for Redisson's rule, not for the stricter ones.
-    let taken = any.lock("quorum").unwrap().lock().await.unwrap();
+    let taken = until_confirmed(any.lock("quorum").unwrap()).await;
     assert_eq!(
         taken.safety(),
         SafetyLevel::Replicas {

@@ -157,7 +157,10 @@ impl Script {
                     // while nothing waits for it. A batch that met NOSCRIPT
                     // would have followed it with a `WAIT`, which holds the
                     // connection for its timeout while a replica is down.
-                    if let Err(e) = self.each().load(redis, timeout, slot).await {
+                    // Boxed: see `send_waiting`.
+                    let load: futures::future::BoxFuture<'_, Result<()>> =
+                        Box::pin(self.each().load(redis, timeout, slot));
+                    if let Err(e) = load.await {
                         tracing::debug!(error = %e, "loading a batch script failed");
                     }
                 }

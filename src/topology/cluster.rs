@@ -52,6 +52,9 @@ struct State {
     resynced: HashMap<String, Instant>,
     /// Nodes to ask on demand.
     wanted: Vec<Server>,
+    /// Nodes asked for within [`FORCED_GAP`] of their last forced read,
+    /// and when they may be asked.
+    later: Vec<(Server, Instant)>,
     next: usize,
 }
 
@@ -108,11 +111,21 @@ impl ClusterWatch {
     pub(crate) fn refresh(&self, node: Server) {
         let mut state = self.state.lock();
         let key = format!("{}:{}", node.host, node.port);
-        if state
+        if let Some(at) = state
             .forced
             .get(&key)
-            .is_some_and(|at| at.elapsed() < FORCED_GAP)
+            .filter(|at| at.elapsed() < FORCED_GAP)
         {
+            // Asked again once the gap is over, not forgotten: the write
+            // that fell short just after a read may be the one that sees the
+            // replica fail next, and a renewal judged by a view a second
+            // behind lets its hold's deadline pass.
+            let when = *at + FORCED_GAP;
+            if !state.later.iter().any(|(n, _)| *n == node) {
+                state.later.push((node, when));
+                drop(state);
+                self.wake.notify_one();
+            }
             return;
         }
         state.forced.insert(key, Instant::now());
@@ -198,18 +211,41 @@ impl ClusterWatch {
         Some(primaries.swap_remove(state.next))
     }
 
+    /// Moves the nodes whose gap is over from `later` to `wanted`. Returns
+    /// whether any node is wanted, and when the next of `later` is due.
+    fn promote_due(&self) -> (bool, Option<Instant>) {
+        let mut state = self.state.lock();
+        let now = Instant::now();
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut state.later)
+            .into_iter()
+            .partition(|(_, at)| *at <= now);
+        state.later = later;
+        for (node, _) in due {
+            state
+                .forced
+                .insert(format!("{}:{}", node.host, node.port), now);
+            if !state.wanted.contains(&node) {
+                state.wanted.push(node);
+            }
+        }
+        let next = state.later.iter().map(|(_, at)| *at).min();
+        (!state.wanted.is_empty(), next)
+    }
+
     /// Scans until the client stops: a node every [`SCAN_PERIOD`], and the
     /// nodes asked for as soon as they are. `changed` is called when the
     /// view changed.
     pub(crate) async fn run(self: Arc<Self>, changed: impl Fn()) {
         let mut due = Instant::now() + SCAN_PERIOD;
         loop {
-            let wanted = !self.state.lock().wanted.is_empty();
-            if !wanted {
+            let (wanted, later) = self.promote_due();
+            if !wanted && Instant::now() < due {
+                let until = later.map_or(due, |at| at.min(due));
                 tokio::select! {
-                    _ = tokio::time::sleep_until(due) => {}
+                    _ = tokio::time::sleep_until(until) => {}
                     _ = self.wake.notified() => {}
                 }
+                continue;
             }
             let forced = !self.state.lock().wanted.is_empty();
             if !forced {

@@ -48,8 +48,9 @@ impl Engine {
         let redis = builder(&config, data.clone(), if replicated { 3 } else { 1 })
             .build()
             .map_err(|e| config_error(&config, &e))?;
+        // Replicated: the pool, then the watchdog's renewal connection.
         let writers = if replicated {
-            (0..config.master_connection_pool_size)
+            (0..=config.master_connection_pool_size)
                 .map(|_| builder(&config, data.clone(), 1).build())
                 .collect::<std::result::Result<Vec<_>, _>>()
                 .map_err(|e| config_error(&config, &e))?
@@ -133,15 +134,21 @@ impl Engine {
         let lifecycle = Lifecycle::new();
         let hub = Hub::start(subscriber, sharded, &topology, &config, &lifecycle);
         let latches = LatchSweeper::start(redis.clone(), slot_grouped);
-        let writers = writers
+        let mut writers: Vec<Arc<Lane>> = writers
             .into_iter()
             .map(|w| Lane::new(w, config.timeout, slot_grouped))
             .collect();
+        let renewer = match replicated {
+            true => writers.pop(),
+            false => writers.first().cloned(),
+        }
+        .ok_or_else(|| Error::Config("no write connection".into()))?;
         let engine = Arc::new(Engine {
             id,
             replica_sync,
             config,
             writers,
+            renewer,
             redis,
             hub,
             holds: Holds::default(),

@@ -96,6 +96,14 @@ pub(crate) struct Engine {
     /// WAIT occupies its connection until the replicas answer. Each with
     /// the queue that batches its scripts under load.
     writers: Vec<Arc<Lane>>,
+    /// The watchdog's renewals: a connection of their own on replicated
+    /// deployments (`writers[0]` on a single server, where nothing waits).
+    /// Redis runs a connection's commands in order, so a renewal sent behind
+    /// an acquisition's `WAIT` waited for it even when it needed none: with
+    /// a replica asleep, a renewal the view no longer held back came back
+    /// after its hold's deadline. Behind other renewals only, each `WAIT`
+    /// ends before the earliest deadline it would move.
+    renewer: Arc<Lane>,
     pub(crate) replica_sync: ReplicaSync,
     pub(crate) hub: Arc<Hub>,
     pub(crate) holds: Holds,
@@ -164,25 +172,40 @@ impl Engine {
         &'a self,
         build: impl Fn() -> ScriptCall + Sync + 'a,
     ) -> impl std::future::Future<Output = Result<(Value, Synced)>> + 'a {
-        self.write_by(build, None)
+        self.write_by(build, None, false)
     }
 
-    /// [`Engine::write`], its `WAIT` answered by `by` at the latest: a
-    /// renewal must be judged before the deadline it would move passes.
-    pub(crate) async fn write_by(
+    /// A renewal: [`Engine::write`] on the renewal connection, its `WAIT`
+    /// answered by `by` at the latest (a renewal must be judged before the
+    /// deadline it would move passes).
+    pub(crate) fn renew<'a>(
+        &'a self,
+        build: impl Fn() -> ScriptCall + Sync + 'a,
+        by: Option<tokio::time::Instant>,
+    ) -> impl std::future::Future<Output = Result<(Value, Synced)>> + 'a {
+        self.write_by(build, by, true)
+    }
+
+    /// [`Engine::write`], or a renewal ([`Engine::renew`]).
+    async fn write_by(
         &self,
         build: impl Fn() -> ScriptCall + Sync,
         by: Option<tokio::time::Instant>,
+        renewal: bool,
     ) -> Result<(Value, Synced)> {
         let mut resends = 0;
         loop {
             let call = build();
             let slot = naming::slot(&call.keys[0]);
-            let writer = self.writer_of_slot(slot);
+            let lane = match renewal {
+                true => &self.renewer,
+                false => self.lane_of_slot(slot),
+            };
+            let writer = lane.client();
             // Nothing is sent on a connection that still reaches an old primary.
             let plan = self.replica_sync.plan(writer, slot)?;
             let wait = plan.wait().map(|wait| WaitFor { by, ..wait });
-            let sent = self.send(slot, call, &build, wait).await;
+            let sent = self.send(lane, slot, call, &build, wait).await;
             match sent {
                 Err(e) if self.resend_redirected(&e, &mut resends) => {}
                 Err(e) => return Err(e),
@@ -222,7 +245,10 @@ impl Engine {
         loop {
             let call = build();
             let slot = naming::slot(&call.keys[0]);
-            match self.send(slot, call, &build, None).await {
+            match self
+                .send(self.lane_of_slot(slot), slot, call, &build, None)
+                .await
+            {
                 Err(e) if self.resend_redirected(&e, &mut resends) => {}
                 done => return done.map(|(reply, _)| reply),
             }
@@ -238,12 +264,12 @@ impl Engine {
     /// the replicas that acknowledged.
     async fn send(
         &self,
+        lane: &Arc<Lane>,
         slot: u16,
         call: ScriptCall,
         build: &(dyn Fn() -> ScriptCall + Sync),
         wait: Option<WaitFor>,
     ) -> coalesce::Reply {
-        let lane = self.lane_of_slot(slot);
         // A script that walks data waits for a place among the few of them
         // the connection may have in flight (see `coalesce`): Redis then
         // serves other clients between them.
@@ -322,7 +348,7 @@ impl Engine {
         self.hub.quit().await;
         self.replica_sync.quit().await;
         let _ = self.redis.quit().await;
-        for writer in &self.writers {
+        for writer in self.writers.iter().chain([&self.renewer]) {
             let _ = writer.client().quit().await;
         }
     }
@@ -333,7 +359,12 @@ impl Drop for Engine {
         self.lifecycle.stop();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let mut clients = vec![self.redis.clone()];
-            clients.extend(self.writers.iter().map(|w| w.client().clone()));
+            clients.extend(
+                self.writers
+                    .iter()
+                    .chain([&self.renewer])
+                    .map(|w| w.client().clone()),
+            );
             runtime.spawn(async move {
                 for client in clients {
                     let _ = client.quit().await;

@@ -217,7 +217,7 @@ async fn renew_batch(engine: &Engine, holds: &[Arc<Hold>]) -> CycleStats {
         d.checked_sub(engine.config.timeout.min(period) / 10)
             .unwrap_or(d)
     });
-    let (flags, synced) = match engine.write_by(|| call.clone(), by).await {
+    let (flags, synced) = match engine.renew(|| call.clone(), by).await {
         Ok((Value::Array(flags), synced)) if flags.len() == entries.len() => (flags, synced),
         Ok((other, _)) => {
             tracing::warn!(reply = ?other, "unexpected renewal reply");

@@ -4,7 +4,8 @@
 //! * **Asked one at a time, never waited on together.** Each sentinel has
 //!   its own connection, made and used under the command timeout; one poll
 //!   per second goes to the next sentinel in turn (a sentinel is asked every
-//!   `n` seconds), and an event, or a write the replicas fell short of, asks
+//!   `n` seconds; one left alone after failing gives its turn to the
+//!   others), and an event, or a write the replicas fell short of, asks
 //!   them all at once (at most twice a second). A sentinel that does not
 //!   answer (dead, hung, partitioned) is left alone for a while, doubling up
 //!   to 10 s, and logged once; nothing waits for it.
@@ -240,6 +241,22 @@ impl Sentinels {
             })
             .collect::<Vec<_>>()
             .join("; ")
+    }
+
+    /// The next sentinel in turn from `from` that may be polled now: those
+    /// left alone after failing give their turn to the others, so with one
+    /// sentinel hung the others' answers stay as fresh as with all three.
+    fn next_to_poll(&self, from: usize) -> usize {
+        let known = self.known.lock();
+        let n = self.hosts.len();
+        let now = Instant::now();
+        (0..n)
+            .map(|i| (from + i) % n)
+            .find(|&i| {
+                let k = &known[i];
+                !k.polling && !k.failing.as_ref().is_some_and(|(_, at)| now < *at)
+            })
+            .unwrap_or(from % n)
     }
 
     /// Polls sentinel `index` in its own task, unless a poll of it is in
@@ -581,8 +598,8 @@ async fn poll_in_turn(sentinels: std::sync::Weak<Sentinels>, refresh: Arc<Notify
         } else {
             // Ages announcements and answers out even when nothing answers.
             s.publish();
-            let index = next % s.hosts.len();
-            next += 1;
+            let index = s.next_to_poll(next);
+            next = index + 1;
             s.spawn_poll(index);
         }
     }

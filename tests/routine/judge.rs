@@ -42,6 +42,8 @@ pub struct ClientRow {
     /// At-risk signals and lost signals heard by this client's holds
     /// (`None` for Redisson, which tells its holders nothing).
     pub at_risk: Option<usize>,
+    /// When each of those at-risk signals came, and to which hold.
+    pub risks: Vec<String>,
     pub lost_true: Option<usize>,
     pub lost_false: Option<usize>,
     /// Overlaps after this client's holder that nobody was told of.
@@ -182,19 +184,21 @@ fn row(
             let (longest, refusals) = refusals(&mine, run.ended_us);
             let mut latency: Vec<i64> = mine.iter().map(|p| p.latency_us).collect();
             latency.sort_unstable();
+            let mut risks = vec![];
             let (at_risk, lost_true, lost_false, false_lost, true_lost) = if client == REDISSON {
                 (None, None, None, vec![], vec![])
             } else {
                 let mine: Vec<&&HoldRecord> = holds.iter().filter(|h| h.client == client).collect();
-                let at_risk = mine
-                    .iter()
-                    .map(|h| {
-                        h.at_risk_us
-                            .iter()
-                            .filter(|t| h.role == Role::Holder || owned(**t))
-                            .count()
-                    })
-                    .sum();
+                for h in &mine {
+                    for t in h
+                        .at_risk_us
+                        .iter()
+                        .filter(|t| h.role == Role::Holder || owned(**t))
+                    {
+                        risks.push(format!("{} at {}", h.holder, at(*t)));
+                    }
+                }
+                let at_risk = risks.len();
                 let (mut false_lost, mut true_lost) = (vec![], vec![]);
                 for h in mine.iter().filter(|h| h.lost_us.is_some()) {
                     let (was_false, why) = verdict(h, run, sections, &at);
@@ -222,6 +226,7 @@ fn row(
                 try_p50_ms: latency.get(latency.len() / 2).map_or(0.0, |l| ms(*l)),
                 try_max_ms: latency.last().map_or(0.0, |l| ms(*l)),
                 at_risk,
+                risks,
                 lost_true,
                 lost_false,
                 silent_overlaps: silent.len(),
@@ -390,6 +395,9 @@ pub fn print(rows: &[Row]) {
             );
             if !c.refusals.is_empty() {
                 println!("    refusals: {:?}", c.refusals);
+            }
+            if !c.risks.is_empty() {
+                println!("    at risk: {}", c.risks.join(", "));
             }
             for t in &c.false_lost {
                 println!("    FALSE LOST {t}");

@@ -254,7 +254,8 @@ impl Sentinels {
             .map(|i| (from + i) % n)
             .find(|&i| {
                 let k = &known[i];
-                !k.polling && !k.failing.as_ref().is_some_and(|(_, at)| now < *at)
+                let left_alone = matches!(&k.failing, Some((_, until)) if now < *until);
+                !k.polling && !left_alone
             })
             .unwrap_or(from % n)
     }

@@ -141,7 +141,7 @@ impl Script {
     /// again: the first ones went to fred, and keeping a copy of every call
     /// for that rare case would cost each call an allocation per argument.
     pub(crate) async fn run(
-        &'static self,
+        &self,
         redis: &Client,
         timeout: Duration,
         slot: u16,
@@ -154,16 +154,15 @@ impl Script {
                 if self.batches() {
                     // The node's script cache is new (a first use, a
                     // restart, a promotion): its batch form is loaded now,
-                    // in the background, while nothing waits for it. A
-                    // batch that met NOSCRIPT would have followed it with a
-                    // `WAIT`, which holds the connection for its timeout
-                    // while a replica is down.
-                    let (each, redis) = (self.each(), redis.clone());
-                    tokio::spawn(async move {
-                        if let Err(e) = each.load(&redis, timeout, slot).await {
-                            tracing::debug!(error = %e, "loading a batch script failed");
-                        }
-                    });
+                    // while nothing waits for it. A batch that met NOSCRIPT
+                    // would have followed it with a `WAIT`, which holds the
+                    // connection for its timeout while a replica is down.
+                    // Boxed: see `send_waiting`.
+                    let load: futures::future::BoxFuture<'_, Result<()>> =
+                        Box::pin(self.each().load(redis, timeout, slot));
+                    if let Err(e) = load.await {
+                        tracing::debug!(error = %e, "loading a batch script failed");
+                    }
                 }
                 send_waiting(redis, timeout, "EVAL", self.eval(rebuild), slot, wait).await
             }

@@ -97,19 +97,18 @@ impl Certs {
         self.dir.0.join(file)
     }
 
-    /// A redis-server that speaks TLS only.
+    /// A redis-server that speaks TLS only, on a free port (another, twice
+    /// at most, if the port is taken before the server binds it).
     async fn server(&self) -> RedisServer {
-        let port = common::free_port();
         let s = |p: &Path| p.to_str().unwrap().to_string();
         let (cert, key, ca) = (
             s(&self.path("server.crt")),
             s(&self.path("server.key")),
             s(&self.path("ca.crt")),
         );
-        RedisServer::start_on(
-            port,
-            None,
-            &[
+        for _ in 0..3 {
+            let port = common::free_port();
+            let flags = [
                 "--port",
                 "0",
                 "--tls-port",
@@ -122,9 +121,12 @@ impl Certs {
                 &ca,
                 "--tls-auth-clients",
                 "no",
-            ],
-        )
-        .await
+            ];
+            if let Some(server) = RedisServer::try_start_on(port, None, &flags).await {
+                return server;
+            }
+        }
+        panic!("no TLS server started on any of 3 free ports");
     }
 }
 

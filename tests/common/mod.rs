@@ -125,6 +125,20 @@ impl RedisServer {
         config_file: Option<std::path::PathBuf>,
         extra: &[&str],
     ) -> Self {
+        match Self::try_start_on(port, config_file, extra).await {
+            Some(server) => server,
+            None => panic!("redis-server exited before it was ready (port {port})"),
+        }
+    }
+
+    /// As `start_on`; `None` if the server exited before it was ready (as
+    /// it does when another process took the port), so that the caller
+    /// can choose another port.
+    pub async fn try_start_on(
+        port: u16,
+        config_file: Option<std::path::PathBuf>,
+        extra: &[&str],
+    ) -> Option<Self> {
         init_tracing();
         let mut server = RedisServer {
             port,
@@ -133,8 +147,7 @@ impl RedisServer {
             config_file,
             extra: extra.iter().map(|s| s.to_string()).collect(),
         };
-        server.spawn().await;
-        server
+        server.try_spawn().await.then_some(server)
     }
 
     /// The server's process id, for signals.

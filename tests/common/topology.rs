@@ -121,10 +121,8 @@ impl Cluster {
         let dir = Scratch::new("cluster");
         let mut nodes = Vec::new();
         for _ in 0..3 * (1 + replicas) {
-            let port = free_cluster_port();
-            let flags = cluster_flags(&dir, port, extra);
-            let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-            nodes.push(RedisServer::start_on(port, None, &flags).await);
+            let (node, _) = start_node(&dir, extra, false).await;
+            nodes.push(node);
         }
         Self::join(nodes, vec![], replicas, dir).await
     }
@@ -135,22 +133,11 @@ impl Cluster {
     /// bus (`isolate_bus`) while clients and its replication link reach it.
     pub async fn start_bus_proxied(extra: &[&str]) -> Self {
         let dir = Scratch::new("cluster");
-        let mut ports: Vec<u16> = vec![];
-        while ports.len() < 6 {
-            let port = free_cluster_port();
-            if !ports.contains(&port) {
-                ports.push(port);
-            }
-        }
         let (mut nodes, mut bus) = (vec![], vec![]);
-        for port in ports {
-            let proxy = super::bus::BusProxy::start(port + 10_000).await;
-            let announced = proxy.port.to_string();
-            let flags = cluster_flags(&dir, port, extra);
-            let mut flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-            flags.extend(["--cluster-announce-bus-port", announced.as_str()]);
-            nodes.push(RedisServer::start_on(port, None, &flags).await);
-            bus.push(proxy);
+        for _ in 0..6 {
+            let (node, proxy) = start_node(&dir, extra, true).await;
+            nodes.push(node);
+            bus.extend(proxy);
         }
         Self::join(nodes, bus, 1, dir).await
     }
@@ -555,6 +542,35 @@ impl Cluster {
 /// its own (a replica writes every full sync it receives to its RDB file,
 /// and loads it when it starts), a 1 s node timeout (later flags in `extra`
 /// override it).
+/// One cluster node on a free port (and, with `proxied`, behind a
+/// `BusProxy` on its bus port). A port free when probed may be taken before
+/// the node binds it (every connection a test opens takes an ephemeral
+/// port from the same range), and the node then exits: another port is
+/// tried, twice at most.
+async fn start_node(
+    dir: &Scratch,
+    extra: &[&str],
+    proxied: bool,
+) -> (RedisServer, Option<super::bus::BusProxy>) {
+    for _ in 0..3 {
+        let port = free_cluster_port();
+        let proxy = match proxied {
+            true => Some(super::bus::BusProxy::start(port + 10_000).await),
+            false => None,
+        };
+        let announced = proxy.as_ref().map(|p| p.port.to_string());
+        let flags = cluster_flags(dir, port, extra);
+        let mut flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        if let Some(announced) = &announced {
+            flags.extend(["--cluster-announce-bus-port", announced.as_str()]);
+        }
+        if let Some(node) = RedisServer::try_start_on(port, None, &flags).await {
+            return (node, proxy);
+        }
+    }
+    panic!("no cluster node started on any of 3 free ports");
+}
+
 fn cluster_flags(dir: &Scratch, port: u16, extra: &[&str]) -> Vec<String> {
     let conf = dir.0.join(format!("nodes-{port}.conf"));
     let rdb = format!("dump-{port}.rdb");
@@ -747,27 +763,36 @@ impl Sentinel {
         let dir = Scratch::new("sentinel");
         // Each node's port is chosen first, so that its proxy exists (and
         // its announced port is on its command line, which a restart keeps)
-        // before it starts.
-        let ports: Vec<u16> = (0..3).map(|_| super::free_port()).collect();
-        let mut proxies = vec![];
-        for port in &ports {
-            proxies.push(ReplicationProxy::start(*port).await);
-        }
-        let primary_proxy = proxies[0].port.to_string();
-        let mut nodes = vec![];
-        for (i, (port, proxy)) in ports.iter().zip(&proxies).enumerate() {
-            let announce = proxy.port.to_string();
-            let mut flags = vec![
-                "--replica-announce-ip",
-                "127.0.0.1",
-                "--replica-announce-port",
-                announce.as_str(),
-            ];
-            if i > 0 {
-                flags.extend(["--replicaof", "127.0.0.1", primary_proxy.as_str()]);
+        // before it starts. A port taken before the node binds it (see
+        // `start_node`) is given up for another, twice at most.
+        let (mut nodes, mut proxies) = (vec![], vec![]);
+        while nodes.len() < 3 {
+            let mut started = None;
+            for _ in 0..3 {
+                let port = super::free_port();
+                let proxy = ReplicationProxy::start(port).await;
+                let announce = proxy.port.to_string();
+                let primary_proxy = proxies
+                    .first()
+                    .map(|p: &ReplicationProxy| p.port.to_string());
+                let mut flags = vec![
+                    "--replica-announce-ip",
+                    "127.0.0.1",
+                    "--replica-announce-port",
+                    announce.as_str(),
+                ];
+                if let Some(primary) = &primary_proxy {
+                    flags.extend(["--replicaof", "127.0.0.1", primary.as_str()]);
+                }
+                flags.extend(extra);
+                if let Some(node) = RedisServer::try_start_on(port, None, &flags).await {
+                    started = Some((node, proxy));
+                    break;
+                }
             }
-            flags.extend(extra);
-            nodes.push(RedisServer::start_on(*port, None, &flags).await);
+            let (node, proxy) = started.expect("a node started on one of 3 free ports");
+            nodes.push(node);
+            proxies.push(proxy);
         }
         let primary = nodes.remove(0);
         let replicas = nodes;

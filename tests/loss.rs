@@ -21,6 +21,18 @@ async fn a_lost_hold_still_ours_is_renewed_and_its_unlock_releases_it() {
     let lock = client.lock("flaky-renewals").unwrap();
     let mut events = Observer::new(&server, &[&lock.channel()], &[]).await;
     let guard = lock.lock().await.unwrap();
+    // One renewal first: the server then has the renewal script cached, so
+    // the renewals sent while replies are stalled run there. A first
+    // renewal would meet NOSCRIPT instead, and its `EVAL` would go out only
+    // once replies resume, racing the key's expiry (and losing it when the
+    // lease ran out first: the lock then is gone, and "lost" is the truth).
+    let mut updates = client.watchdog_updates();
+    within("a first renewal", async {
+        while updates.borrow_and_update().renewed == 0 {
+            updates.changed().await.unwrap();
+        }
+    })
+    .await;
 
     // Renewals still reach Redis but their replies do not come back: the
     // lease deadline passes unconfirmed and the holder is told.
@@ -31,7 +43,6 @@ async fn a_lost_hold_still_ours_is_renewed_and_its_unlock_releases_it() {
     // The field is still ours on Redis, so the watchdog keeps renewing it
     // (as Redisson does) instead of letting it expire under a holder that
     // is winding down.
-    let mut updates = client.watchdog_updates();
     let renewed = updates.borrow_and_update().renewed;
     within("three renewals after the loss", async {
         while updates.borrow_and_update().renewed < renewed + 3 {

@@ -348,3 +348,68 @@ async fn scripts_that_walk_data_go_out_few_at_a_time_never_batched() {
     let left: i64 = raw.exists("walking:rw").await.unwrap();
     assert_eq!(left, 0);
 }
+
+/// On a cluster, writes that must be followed by a `WAIT` go through the
+/// same lane: concurrent acquires on one slot leave in batches, the batches
+/// share `WAIT`s, and each caller still gets its own outcome. A frozen
+/// replica keeps the first `WAIT` in flight for its whole timeout, so every
+/// other acquire is made while it is, and waits for the next turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_acquires_that_wait_for_replicas_share_batches_and_waits() {
+    use common::topology::{node_client, Cluster};
+    let cluster = Cluster::start().await;
+    let mut names: Vec<String> = (0..TASKS).map(|i| format!("{{batched}}:{i}")).collect();
+    let slot = redisson_lock::naming::slot(&names[0]);
+    let primary = cluster.owner_of(slot).await;
+    let replica = cluster.replica_of(primary).await;
+    // No renewal while the replica is frozen; acquires the replica did not
+    // confirm are kept (one attempt each, so each sends one script).
+    let mut lax = config(&cluster.url(), Duration::from_secs(30));
+    lax.slaves_sync_timeout = Duration::from_millis(1500);
+    lax.check_lock_synced_slaves = false;
+    let client = RedissonClient::connect(lax).await.unwrap();
+    let other = RedissonClient::connect(config(&cluster.url(), Duration::from_secs(30)))
+        .await
+        .unwrap();
+    let raw = node_client(primary).await;
+    // A key of the wrong type, and a lock someone else holds, among them.
+    raw.set::<(), _, _>("{batched}:wrong", "text", None, None, false)
+        .await
+        .unwrap();
+    let _held = other.lock("{batched}:taken").unwrap().lock().await.unwrap();
+    // The script and its batch form cached, the slot's owner known.
+    let warm = client.lock("{batched}:warm").unwrap();
+    warm.lock().await.unwrap().unlock().await.unwrap();
+    names.push("{batched}:wrong".into());
+    names.push("{batched}:taken".into());
+    let (evalshas, waits) = (
+        command_calls(&raw, "evalsha").await,
+        command_calls(&raw, "wait").await,
+    );
+
+    cluster.node(replica).freeze();
+    let replies = try_all(&client, &names).await;
+    cluster.node(replica).thaw();
+    let sent = command_calls(&raw, "evalsha").await - evalshas;
+    let waited = command_calls(&raw, "wait").await - waits;
+    eprintln!(
+        "{sent} EVALSHAs and {waited} WAITs for {} acquires",
+        names.len()
+    );
+    assert!(
+        sent < names.len() as u64,
+        "{sent} EVALSHAs for {} acquires: nothing was batched",
+        names.len()
+    );
+    // One `WAIT` for the first acquire, which went alone; one shared by
+    // every acquire made while it was in flight (their batch goes out at
+    // the next turn); a third only for one made after that batch left.
+    assert!(
+        (2..=3).contains(&waited),
+        "{waited} WAITs for {} acquires",
+        names.len()
+    );
+    check(&raw, &names, replies).await;
+    client.shutdown().await;
+    other.shutdown().await;
+}

@@ -95,6 +95,9 @@ struct Cell {
     errors: BTreeMap<String, u64>,
     /// Each silent overlap: both sections and the episode, in words.
     timelines: Vec<String>,
+    /// Each token regression after a Rust token: the section that entered
+    /// with the smaller token and the Rust section that had the larger.
+    regressions: Vec<String>,
 }
 
 /// Runs `faults` (each `episodes` times) on `deployment` under the
@@ -243,7 +246,33 @@ fn cell(
         recovery_ms: episodes.iter().map(|e| recovery_ms(e, probes)).collect(),
         errors,
         timelines: vec![],
+        regressions: vec![],
     };
+    let episode_of = |at: i64| {
+        episodes
+            .iter()
+            .rev()
+            .find(|e| e.started_us <= at)
+            .map_or(from, |e| e.started_us)
+    };
+    for later in &window {
+        let Some(by) = later.regressed_after.as_deref() else {
+            continue;
+        };
+        if by.starts_with('j') {
+            continue;
+        }
+        // The section that set the token this one did not exceed.
+        let earlier = sections
+            .iter()
+            .filter(|a| a.lock == later.lock && a.holder == by && a.enter_us < later.enter_us)
+            .filter(|a| a.token >= later.token)
+            .max_by_key(|a| a.enter_us);
+        if let Some(earlier) = earlier {
+            cell.regressions
+                .push(timeline(earlier, later, episode_of(later.enter_us)));
+        }
+    }
     for later in &window {
         for earlier in sections.iter().filter(|a| {
             a.lock == later.lock && a.enter_us < later.enter_us && a.exit_us > later.enter_us
@@ -262,13 +291,8 @@ fn cell(
                     cell.silent += 1;
                     cell.silent_but_at_risk += usize::from(heard(earlier.at_risk_us));
                 }
-                let episode = episodes
-                    .iter()
-                    .rev()
-                    .find(|e| e.started_us <= later.enter_us)
-                    .map(|e| e.started_us)
-                    .unwrap_or(from);
-                cell.timelines.push(timeline(earlier, later, episode));
+                cell.timelines
+                    .push(timeline(earlier, later, episode_of(later.enter_us)));
             }
         }
     }
@@ -281,7 +305,7 @@ fn timeline(a: &Section, b: &Section, fault_us: i64) -> String {
     let heard = |t: Option<i64>| t.map_or("never".to_string(), ms);
     format!(
         "{lock}: {a_holder} (token {a_token}, acquired on {a_safety}) inside {a_in}..{a_out}, at risk {a_risk}, lost {a_lost}; \
-         {b_holder} (token {b_token}, {b_safety}) entered {b_in}",
+         {b_holder} (token {b_token}, {b_safety}{b_risk}) entered {b_in}",
         lock = a.lock,
         a_holder = a.holder,
         a_token = a.token,
@@ -293,6 +317,7 @@ fn timeline(a: &Section, b: &Section, fault_us: i64) -> String {
         b_holder = b.holder,
         b_token = b.token,
         b_safety = b.safety,
+        b_risk = if b.at_risk_at_entry { ", at risk" } else { "" },
         b_in = ms(b.enter_us),
     )
 }
@@ -344,6 +369,9 @@ fn print(cells: &[Cell]) {
         }
         for t in &c.timelines {
             println!("    SILENT {t}");
+        }
+        for t in &c.regressions {
+            println!("    TOKEN REGRESSION {t}");
         }
         for f in &c.failed_faults {
             println!("    FAILED FAULT {f}");
@@ -398,8 +426,30 @@ async fn full_safety_run() {
     let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/safety");
     std::fs::create_dir_all(&out).unwrap();
     let mut cells = vec![];
+    // `SAFETY_ONLY=sentinel,all` (any of the words off, any, all,
+    // sentinel, cluster) runs part of the grid, to look into one row.
+    let only = std::env::var("SAFETY_ONLY").unwrap_or_default();
+    let wanted = |words: &[&str]| {
+        let asked: Vec<&str> = only.split(',').filter(|w| words.contains(w)).collect();
+        move |word: &str| asked.is_empty() || asked.contains(&word)
+    };
+    let (quorum_wanted, deployment_wanted) = (
+        wanted(&["off", "any", "all"]),
+        wanted(&["sentinel", "cluster"]),
+    );
     for quorum in [Quorum::Off, Quorum::Any, Quorum::All] {
+        let word = match quorum {
+            Quorum::Off => "off",
+            Quorum::Any => "any",
+            Quorum::All => "all",
+        };
+        if !quorum_wanted(word) {
+            continue;
+        }
         for make in [0, 1] {
+            if !deployment_wanted(["sentinel", "cluster"][make]) {
+                continue;
+            }
             let mut deployment = if make == 0 {
                 Deployment::sentinel().await
             } else {
@@ -416,5 +466,11 @@ async fn full_safety_run() {
             .unwrap();
         }
     }
-    std::fs::rename(out.join("results.partial.json"), out.join("results.json")).unwrap();
+    // Part of the grid is not the table's source.
+    let done = if only.is_empty() {
+        "results.json"
+    } else {
+        "results-part.json"
+    };
+    std::fs::rename(out.join("results.partial.json"), out.join(done)).unwrap();
 }

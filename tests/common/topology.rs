@@ -538,10 +538,6 @@ impl Cluster {
     }
 }
 
-/// A cluster node's flags: its config and data in `dir`, each node's files
-/// its own (a replica writes every full sync it receives to its RDB file,
-/// and loads it when it starts), a 1 s node timeout (later flags in `extra`
-/// override it).
 /// One cluster node on a free port (and, with `proxied`, behind a
 /// `BusProxy` on its bus port). A port free when probed may be taken before
 /// the node binds it (every connection a test opens takes an ephemeral
@@ -571,6 +567,10 @@ async fn start_node(
     panic!("no cluster node started on any of 3 free ports");
 }
 
+/// A cluster node's flags: its config and data in `dir`, each node's files
+/// its own (a replica writes every full sync it receives to its RDB file,
+/// and loads it when it starts), a 1 s node timeout (later flags in `extra`
+/// override it).
 fn cluster_flags(dir: &Scratch, port: u16, extra: &[&str]) -> Vec<String> {
     let conf = dir.0.join(format!("nodes-{port}.conf"));
     let rdb = format!("dump-{port}.rdb");

@@ -38,7 +38,16 @@ async fn a_failover_keeps_synced_locks_and_their_waiters() {
     let mut sentinel = Sentinel::start().await;
     // The lease must outlast the failover (about 2-3 s here): while no
     // primary answers, nothing can renew it.
-    let holder = connect(&sentinel, true, Duration::from_secs(6)).await;
+    // Every replica confirms the holder's writes: with the default quorum
+    // (one of the two) Sentinel may promote the other one, and whether it
+    // had the write by then is replication timing, which no client decides.
+    let holder = {
+        let mut c = config(&sentinel.url(), Duration::from_secs(6));
+        c.replica_quorum = redisson_lock::ReplicaQuorum::All;
+        RedissonClient::connect(c)
+            .await
+            .expect("connect through the sentinels")
+    };
     let waiter = connect(&sentinel, true, Duration::from_secs(2)).await;
 
     // A watchdog lock, and one with a long lease that only an unlock message
@@ -75,7 +84,7 @@ async fn a_failover_keeps_synced_locks_and_their_waiters() {
     let old = sentinel.primary_port().await;
     common::await_subscribers(sentinel.node(old), "redisson_lock__channel:{invoices}", 1).await;
 
-    // Both acquisitions were confirmed by the replicas before returning, so
+    // Both acquisitions were confirmed by both replicas before returning, so
     // killing the primary now cannot lose them.
     sentinel.primary.kill().await;
     let new = sentinel.await_new_primary(old).await;
@@ -431,7 +440,9 @@ async fn fencing_survives_a_failover() {
     let newer_token = newer.token();
     newer.unlock().await.unwrap();
 
-    // The primary fails over.
+    // The primary fails over, once the sentinels see the replicas answer
+    // again (frozen for the 1 s WAIT, they may be flagged down).
+    sentinel.await_healthy().await;
     let old = sentinel.primary_port().await;
     sentinel
         .on_sentinels_first(&["FAILOVER", common::topology::SERVICE])

@@ -848,7 +848,7 @@ impl Sentinel {
     }
 
     /// Waits until the primary has both replicas online and every sentinel
-    /// knows both replicas and the other two sentinels.
+    /// knows both replicas (neither flagged down) and the other two sentinels.
     pub async fn await_healthy(&self) {
         until("sentinel deployment healthy", || self.is_healthy()).await;
     }
@@ -890,6 +890,17 @@ impl Sentinel {
             if get("num-slaves").as_deref() != Some("2")
                 || get("num-other-sentinels").as_deref() != Some("2")
                 || get("port").map(|p| p.parse::<u16>().ok()) != Some(Some(primary))
+            {
+                return false;
+            }
+            // A sentinel promotes no replica it flags down or disconnected
+            // (`SENTINEL FAILOVER` answers NOGOODSLAVE): a replica that was
+            // frozen for longer than down-after stays flagged until its
+            // next ping reply.
+            if replica_flags(s.port)
+                .await
+                .iter()
+                .any(|(_, f)| f != "slave")
             {
                 return false;
             }
@@ -955,15 +966,46 @@ impl Sentinel {
         let _ = c.quit().await;
     }
 
-    /// Waits until every sentinel names a primary other than `old`, and that
-    /// node says it is a primary; returns its port.
+    /// Waits until every sentinel names a primary other than `old`, that
+    /// node says it is a primary, and no sentinel is still failing over;
+    /// returns its port.
+    ///
+    /// The last condition matters to a client that checks replicas: the
+    /// sentinel leading the failover names the new primary (in its hellos,
+    /// so the others switch first) while it still points the remaining
+    /// replicas at it, for up to `failover-timeout`; a client that asks it
+    /// then is told a failover is under way and confirms no write.
     pub async fn await_new_primary(&self, old: u16) -> u16 {
-        within(
+        let new = within(
             "sentinel failover",
             self.new_primary_within(old, Duration::MAX),
         )
         .await
-        .unwrap()
+        .unwrap();
+        until("the sentinels end the failover", || async {
+            for s in &self.sentinels {
+                let c = node_client(s.port).await;
+                let master: Result<Vec<String>, _> = c
+                    .custom(
+                        CustomCommand::new_static("SENTINEL", ClusterHash::Random, false),
+                        vec!["MASTER", SERVICE],
+                    )
+                    .await;
+                let _ = c.quit().await;
+                let Ok(fields) = master else { return false };
+                let flags = fields
+                    .chunks(2)
+                    .find(|kv| kv[0] == "flags")
+                    .map(|kv| kv[1].clone())
+                    .unwrap_or_default();
+                if flags.contains("failover") {
+                    return false;
+                }
+            }
+            true
+        })
+        .await;
+        new
     }
 
     /// As `await_new_primary`, giving up after `limit` (`None`: no failover
@@ -1003,25 +1045,10 @@ impl Sentinel {
     pub async fn await_replica_down(&self, port: u16, down: bool) {
         until("sentinels agree on a replica's state", || async {
             for s in &self.sentinels {
-                let c = node_client(s.port).await;
-                let replicas: Vec<Vec<String>> = c
-                    .custom(
-                        CustomCommand::new_static("SENTINEL", ClusterHash::Random, false),
-                        vec!["REPLICAS", SERVICE],
-                    )
+                let flagged = replica_flags(s.port)
                     .await
-                    .unwrap();
-                let _ = c.quit().await;
-                let flagged = replicas.iter().any(|fields| {
-                    let get = |name: &str| {
-                        fields
-                            .chunks(2)
-                            .find(|kv| kv[0] == name)
-                            .map(|kv| kv[1].clone())
-                    };
-                    get("port").and_then(|p| p.parse::<u16>().ok()) == Some(port)
-                        && get("flags").is_some_and(|f| f.split(',').any(|f| f == "s_down"))
-                });
+                    .iter()
+                    .any(|(p, flags)| *p == port && flags.split(',').any(|f| f == "s_down"));
                 if flagged != down {
                     return false;
                 }
@@ -1058,4 +1085,31 @@ impl Sentinel {
         let _ = c.quit().await;
         (role.as_deref() == Some("master")).then_some(seen[0])
     }
+}
+
+/// Each replica a sentinel lists: its port and its flags (`slave`, or with
+/// `s_down`, `disconnected`, ... added).
+async fn replica_flags(sentinel: u16) -> Vec<(u16, String)> {
+    let c = node_client(sentinel).await;
+    let replicas: Vec<Vec<String>> = c
+        .custom(
+            CustomCommand::new_static("SENTINEL", ClusterHash::Random, false),
+            vec!["REPLICAS", SERVICE],
+        )
+        .await
+        .unwrap();
+    let _ = c.quit().await;
+    replicas
+        .iter()
+        .map(|fields| {
+            let get = |name: &str| {
+                fields
+                    .chunks(2)
+                    .find(|kv| kv[0] == name)
+                    .map(|kv| kv[1].clone())
+                    .unwrap_or_default()
+            };
+            (get("port").parse().unwrap_or(0), get("flags"))
+        })
+        .collect()
 }

@@ -287,12 +287,11 @@ pub async fn java_is_waiting(
     java_listening(java).await;
 }
 
-/// Waits until the peer's waiter can be woken by a message. Redisson 3.16
-/// queues its wake-up listener only after handling the reply to the retry it
-/// makes after subscribing; an unlock message arriving in between is missed
-/// and it sleeps until the TTL (docs/interop.md). The peer reports the queued
-/// listeners; 3.52 and 4.x do not expose them ("unsupported"), and Redisson
-/// 4.7.0 never showed the gap.
+/// Waits until the peer's waiter can be woken by a message. Redisson queues
+/// its wake-up listener only after handling the reply to the retry it makes
+/// after subscribing; a message arriving in between is missed (3.16: any;
+/// 3.52 and 4.x: a `1`, what a write unlock publishes) and it sleeps until
+/// the TTL (docs/interop.md). The peer reports the queued listeners.
 pub async fn java_listening(java: &JavaPeer) {
     within("Java's wake-up listener queued", async {
         while java.ok("wakeListeners").await == "0" {

@@ -541,13 +541,12 @@ public final class InteropPeer {
         }
         int queued = 0;
         for (Object entry : ((java.util.Map<?, ?>) entries).values()) {
-            Method listeners;
-            try {
-                listeners = entry.getClass().getMethod("getListeners");
-            } catch (NoSuchMethodException e) {
+            // 3.16 has getListeners(); 3.52 and 4.x only the field behind it.
+            Object listeners = field(entry, "listeners");
+            if (!(listeners instanceof java.util.Collection)) {
                 return "unsupported";
             }
-            queued += ((java.util.Collection<?>) listeners.invoke(entry)).size();
+            queued += ((java.util.Collection<?>) listeners).size();
         }
         return String.valueOf(queued);
     }

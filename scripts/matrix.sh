@@ -122,6 +122,13 @@ rows() {
   case "$id" in
     valkey-8.0|valkey-8.1) run "$id" "$version" "$binary" sentinel "${sentinel[@]}" ;;
   esac
+  # The deployment audit on every server in every topology: where the rows
+  # above have no cluster or Sentinel scenario, its tests of that topology
+  # (a row of its own, not a column of the table: only the audit runs).
+  case "$id" in
+    valkey-8.0) run "$id" "$version" "$binary" audit audit_cluster ;;
+    redis-6|redis-8) run "$id" "$version" "$binary" audit audit_sentinel ;;
+  esac
 }
 
 ids=()

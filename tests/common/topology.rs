@@ -872,20 +872,8 @@ impl Sentinel {
             return false;
         }
         for s in &self.sentinels {
-            let c = node_client(s.port).await;
-            let master: Result<Vec<Value>, _> = c
-                .custom(
-                    CustomCommand::new_static("SENTINEL", ClusterHash::Random, false),
-                    vec!["MASTER", SERVICE],
-                )
-                .await;
-            let _ = c.quit().await;
-            let Ok(fields) = master else { return false };
-            let get = |name: &str| {
-                fields
-                    .chunks(2)
-                    .find(|kv| kv[0].as_string().as_deref() == Some(name))
-                    .and_then(|kv| kv[1].as_string())
+            let Some(get) = master_fields(s.port).await else {
+                return false;
             };
             if get("num-slaves").as_deref() != Some("2")
                 || get("num-other-sentinels").as_deref() != Some("2")
@@ -984,21 +972,10 @@ impl Sentinel {
         .unwrap();
         until("the sentinels end the failover", || async {
             for s in &self.sentinels {
-                let c = node_client(s.port).await;
-                let master: Result<Vec<String>, _> = c
-                    .custom(
-                        CustomCommand::new_static("SENTINEL", ClusterHash::Random, false),
-                        vec!["MASTER", SERVICE],
-                    )
-                    .await;
-                let _ = c.quit().await;
-                let Ok(fields) = master else { return false };
-                let flags = fields
-                    .chunks(2)
-                    .find(|kv| kv[0] == "flags")
-                    .map(|kv| kv[1].clone())
-                    .unwrap_or_default();
-                if flags.contains("failover") {
+                let Some(get) = master_fields(s.port).await else {
+                    return false;
+                };
+                if get("flags").is_none_or(|f| f.contains("failover")) {
                     return false;
                 }
             }
@@ -1112,4 +1089,24 @@ async fn replica_flags(sentinel: u16) -> Vec<(u16, String)> {
             (get("port").parse().unwrap_or(0), get("flags"))
         })
         .collect()
+}
+
+/// What a sentinel says of the primary (`SENTINEL MASTER`), as a lookup by
+/// field name; `None` when it does not answer.
+async fn master_fields(sentinel: u16) -> Option<impl Fn(&str) -> Option<String>> {
+    let c = node_client(sentinel).await;
+    let master: Result<Vec<String>, _> = c
+        .custom(
+            CustomCommand::new_static("SENTINEL", ClusterHash::Random, false),
+            vec!["MASTER", SERVICE],
+        )
+        .await;
+    let _ = c.quit().await;
+    let fields = master.ok()?;
+    Some(move |name: &str| {
+        fields
+            .chunks(2)
+            .find(|kv| kv[0] == name)
+            .map(|kv| kv[1].clone())
+    })
 }

@@ -68,6 +68,7 @@ async fn a_dropped_reply_changes_the_hold_count_exactly_once() {
     let field = lock.field_of(owner);
 
     // First acquire: its reply (nil = acquired) never arrives; the state is read instead.
+    let cycles = watchdog_cycles(&client);
     proxy.drop_next_reply();
     let first = lock.lock().await.unwrap();
     let count: String = raw.hget("flaky", &field).await.unwrap();
@@ -79,6 +80,8 @@ async fn a_dropped_reply_changes_the_hold_count_exactly_once() {
     );
 
     // Re-entry with a lost reply: 2, not 3.
+    renewal_after_reconnect(&client, cycles).await;
+    let cycles = watchdog_cycles(&client);
     proxy.drop_next_reply();
     let second = lock.lock().await.unwrap();
     let count: String = raw.hget("flaky", &field).await.unwrap();
@@ -92,6 +95,7 @@ async fn a_dropped_reply_changes_the_hold_count_exactly_once() {
 
     // Partial unlock with a lost reply (0 = still held): replayed through
     // the latch, so the count is 1, not 0.
+    renewal_after_reconnect(&client, cycles).await;
     proxy.drop_next_reply();
     assert_eq!(second.unlock().await.unwrap(), Unlocked::StillHeld);
     let count: String = raw.hget("flaky", &field).await.unwrap();

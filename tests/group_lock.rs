@@ -251,6 +251,7 @@ async fn a_lost_acquire_reply_is_resolved_by_reading_the_values() {
         .await
         .unwrap();
     latches_settled(&server, &client).await;
+    let cycles = watchdog_cycles(&client);
     proxy.drop_next_reply();
     let guard = lock.lock().await.unwrap();
     assert!(
@@ -269,6 +270,7 @@ async fn a_lost_acquire_reply_is_resolved_by_reading_the_values() {
         ("1".into(), "1".into())
     );
     // A re-entry whose reply is lost: 2, not 3.
+    renewal_after_reconnect(&client, cycles).await;
     proxy.drop_next_reply();
     let inner = guard.scope(lock.lock()).await.unwrap();
     assert!(

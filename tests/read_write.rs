@@ -447,8 +447,10 @@ async fn a_dropped_read_acquire_is_given_back_and_lost_replies_count_once() {
     // Lost replies: the read and the write acquire each count exactly once.
     latches_settled(&server, &client).await;
     let owner = rw.with_owner(OwnerId::unique());
+    let cycles = watchdog_cycles(&client);
     proxy.drop_next_reply();
     let writing = owner.write().lock().await.unwrap();
+    renewal_after_reconnect(&client, cycles).await;
     proxy.drop_next_reply();
     let reading = writing.scope(owner.read().lock()).await.unwrap();
     let fields: std::collections::HashMap<String, String> = raw.hgetall("faulty").await.unwrap();

@@ -684,6 +684,27 @@ pub async fn warm_up(server: &RedisServer, client: &RedissonClient) {
         .unwrap();
 }
 
+/// The watchdog cycles `client` has completed so far (see
+/// `renewal_after_reconnect`).
+pub fn watchdog_cycles(client: &RedissonClient) -> u64 {
+    client.watchdog_updates().borrow().cycles
+}
+
+/// Waits for the watchdog cycle after `cycles` to end. The proxy closes a
+/// connection whose reply it drops, and the client's reconnect brings the
+/// renewal of every watchdog hold forward (to within half a second): until
+/// that renewal's reply is in, it may be the next request on the
+/// connection, and a reply the test drops next could be its, not the test's.
+pub async fn renewal_after_reconnect(client: &RedissonClient, cycles: u64) {
+    let mut updates = client.watchdog_updates();
+    within(
+        "the renewal a reconnect brings forward",
+        updates.wait_for(|s| s.cycles > cycles),
+    )
+    .await
+    .unwrap();
+}
+
 /// Waits until every unlock latch is deleted (they are deleted fire and
 /// forget, in batches) and the deletion's reply has reached `client`, so
 /// that the next reply `client` gets is for its next request.

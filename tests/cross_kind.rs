@@ -199,9 +199,46 @@ async fn a_read_lock_over_the_same_owners_rlock_is_refused_and_sends_nothing() {
     client.shutdown().await;
 }
 
-/// The same sequence on both sides, one thread / one owner: a non-reentrant
-/// lock, an RLock of the same name, the RLock's unlock, the non-reentrant
-/// unlock. Redisson 4.7.0 and the crate leave the same counts on Redis.
+/// A lock kind both sides take: the peer's command prefix, and the crate's.
+#[derive(Clone, Copy, Debug)]
+enum Taken {
+    RLock,
+    Fair,
+    NonReentrant,
+}
+
+impl Taken {
+    /// The peer's command for `op` ("lock", "unlock") on this kind: a
+    /// one-letter prefix as is ("flock"), a longer one in camel case ("nrLock").
+    fn java(self, op: &str) -> String {
+        match self {
+            Taken::RLock => op.to_string(),
+            Taken::Fair => format!("f{op}"),
+            Taken::NonReentrant => format!("nr{}{}", op[..1].to_uppercase(), &op[1..]),
+        }
+    }
+
+    async fn lock(self, rust: &RedissonClient, name: &str, owner: OwnerId) -> LockGuard {
+        match self {
+            Taken::RLock => rust.lock(name).unwrap().with_owner(owner).lock().await,
+            Taken::Fair => rust.fair_lock(name).unwrap().with_owner(owner).lock().await,
+            Taken::NonReentrant => {
+                rust.non_reentrant_lock(name)
+                    .unwrap()
+                    .with_owner(owner)
+                    .lock()
+                    .await
+            }
+        }
+        .unwrap()
+    }
+}
+
+/// The same sequences on both sides, one thread / one owner: a lock of one
+/// kind, then one of another kind of the same name, the inner one's unlock,
+/// the outer one's unlock (a non-reentrant lock then an RLock; an RLock then
+/// a fair lock). Redisson 4.7.0 and the crate leave the same counts on Redis,
+/// and Java sees the Rust lock held by its remaining hold.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_jvm_counts_cross_kind_holds_as_the_crate_does() {
     let (profile, version) = NEWEST_VERSIONS[0];
@@ -210,48 +247,46 @@ async fn the_jvm_counts_cross_kind_holds_as_the_crate_does() {
     let java = JavaPeer::start(profile, version, &server.url(), 30_000).await;
     let rust = client(&server, Duration::from_secs(30)).await;
 
-    let jname = "xk:jvm";
-    let jfield = format!("{}:7", java.client_id);
-    let mut java_counts = vec![];
-    java.ok(&format!("nrLock {jname} 7 -1")).await;
-    java.ok(&format!("lock {jname} 7 -1")).await;
-    java_counts.push(count(&raw, jname, &jfield).await);
-    java.ok(&format!("unlock {jname} 7")).await;
-    java_counts.push(count(&raw, jname, &jfield).await);
-    assert_eq!(java.ok(&format!("isLocked {jname}")).await, "true");
-    java.ok(&format!("nrUnlock {jname} 7")).await;
-    java_counts.push(count(&raw, jname, &jfield).await);
+    for (outer_kind, inner_kind) in [
+        (Taken::NonReentrant, Taken::RLock),
+        (Taken::RLock, Taken::Fair),
+    ] {
+        let jname = format!("xk:jvm:{outer_kind:?}:{inner_kind:?}");
+        let jfield = format!("{}:7", java.client_id);
+        let mut java_counts = vec![];
+        java.ok(&format!("{} {jname} 7 -1", outer_kind.java("lock")))
+            .await;
+        java.ok(&format!("{} {jname} 7 -1", inner_kind.java("lock")))
+            .await;
+        java_counts.push(count(&raw, &jname, &jfield).await);
+        java.ok(&format!("{} {jname} 7", inner_kind.java("unlock")))
+            .await;
+        java_counts.push(count(&raw, &jname, &jfield).await);
+        assert_eq!(java.ok(&format!("isLocked {jname}")).await, "true");
+        java.ok(&format!("{} {jname} 7", outer_kind.java("unlock")))
+            .await;
+        java_counts.push(count(&raw, &jname, &jfield).await);
 
-    let rname = "xk:rust";
-    let owner = OwnerId::new(7).unwrap();
-    let mut rust_counts = vec![];
-    let outer = rust
-        .non_reentrant_lock(rname)
-        .unwrap()
-        .with_owner(owner)
-        .lock()
-        .await
-        .unwrap();
-    let rfield = outer.field();
-    let inner = rust
-        .lock(rname)
-        .unwrap()
-        .with_owner(owner)
-        .lock()
-        .await
-        .unwrap();
-    rust_counts.push(count(&raw, rname, &rfield).await);
-    assert_eq!(inner.unlock().await.unwrap(), Unlocked::StillHeld);
-    rust_counts.push(count(&raw, rname, &rfield).await);
-    // Java sees the Rust lock held by its remaining hold.
-    assert_eq!(java.ok(&format!("isLocked {rname}")).await, "true");
-    assert_eq!(java.ok(&format!("tryLock {rname} 1 0 -1")).await, "false");
-    assert_eq!(outer.unlock().await.unwrap(), Unlocked::Released);
-    rust_counts.push(count(&raw, rname, &rfield).await);
+        let rname = format!("xk:rust:{outer_kind:?}:{inner_kind:?}");
+        let owner = OwnerId::new(7).unwrap();
+        let mut rust_counts = vec![];
+        let outer = outer_kind.lock(&rust, &rname, owner).await;
+        let rfield = outer.field();
+        let inner = inner_kind.lock(&rust, &rname, owner).await;
+        rust_counts.push(count(&raw, &rname, &rfield).await);
+        assert_eq!(inner.unlock().await.unwrap(), Unlocked::StillHeld);
+        rust_counts.push(count(&raw, &rname, &rfield).await);
+        // Java sees the Rust lock held by its remaining hold.
+        assert_eq!(java.ok(&format!("isLocked {rname}")).await, "true");
+        assert_eq!(java.ok(&format!("tryLock {rname} 1 0 -1")).await, "false");
+        assert_eq!(outer.unlock().await.unwrap(), Unlocked::Released);
+        rust_counts.push(count(&raw, &rname, &rfield).await);
 
-    let expected = vec![Some("2".to_string()), Some("1".to_string()), None];
-    assert_eq!(java_counts, expected, "Redisson {version}");
-    assert_eq!(rust_counts, expected);
+        let expected = vec![Some("2".to_string()), Some("1".to_string()), None];
+        let sequence = format!("{outer_kind:?} then {inner_kind:?}");
+        assert_eq!(java_counts, expected, "Redisson {version}, {sequence}");
+        assert_eq!(rust_counts, expected, "{sequence}");
+    }
     java.quit().await;
     rust.shutdown().await;
 }

@@ -507,6 +507,108 @@ async fn fencing_survives_a_failover() {
     client.shutdown().await;
 }
 
+/// A multi lock puts each member on the caller's lease once every member is
+/// held; that lease is a write like a renewal: when the replicas do not
+/// confirm it, the member is at risk (its deadline used to move as if they
+/// had). One member behind Sentinel, one on a single server that the multi
+/// lock waits for, so the replicas can be frozen between the first member's
+/// confirmed acquisition and the leases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_lease_the_replicas_did_not_confirm_is_at_risk() {
+    let sentinel = Sentinel::start().await;
+    // No replica is flagged down while frozen (the quorum would then drop it).
+    sentinel
+        .on_sentinels(&[
+            "SET",
+            common::topology::SERVICE,
+            "down-after-milliseconds",
+            "60000",
+        ])
+        .await;
+    let replicated = {
+        let mut c = config(&sentinel.url(), Duration::from_secs(2));
+        c.slaves_sync_timeout = Duration::from_millis(300);
+        RedissonClient::connect(c).await.unwrap()
+    };
+    let single = common::RedisServer::start().await;
+    let plain = common::client(&single, Duration::from_secs(2)).await;
+    let other = common::client(&single, Duration::from_secs(2)).await;
+    let blocker = other.lock("batch").unwrap().lock().await.unwrap();
+    let multi = redisson_lock::RMultiLock::new(vec![
+        replicated.lock("ledger").unwrap(),
+        plain.lock("batch").unwrap(),
+    ])
+    .unwrap();
+    let acquiring = tokio::spawn(async move {
+        multi
+            .acquire()
+            .wait(Duration::from_secs(20))
+            .lease(Duration::from_secs(10))
+            .await
+    });
+    // The first member is held, confirmed; the second is waited for.
+    common::await_subscribers(&single, "redisson_lock__channel:{batch}", 1).await;
+    let primary = node_client(sentinel.primary_port().await).await;
+    assert_eq!(primary.exists::<i64, _>("ledger").await.unwrap(), 1);
+    for replica in &sentinel.replicas {
+        replica.freeze();
+    }
+    blocker.unlock().await.unwrap();
+    let acquired = within("the multi lock", acquiring).await.unwrap();
+    for replica in &sentinel.replicas {
+        replica.thaw();
+    }
+    let guard = acquired.unwrap().expect("every member held");
+    let members = guard.guards();
+    assert!(
+        members[0].is_at_risk(),
+        "the lease the replicas did not confirm"
+    );
+    assert!(!members[1].is_at_risk(), "no replica to wait for");
+    // The lease was set on Redis all the same (shortened from the members'
+    // acquisition lease of twice the wait).
+    let ttl: i64 = primary.pttl("ledger").await.unwrap();
+    assert!(ttl > 0 && ttl <= 10_000, "{ttl}");
+    guard.unlock().await.unwrap();
+    replicated.shutdown().await;
+    plain.shutdown().await;
+    other.shutdown().await;
+}
+
+/// The sentinels answer but the primary they name does not (an address this
+/// host cannot reach: NAT, a TLS name, or a primary down before the sentinels
+/// notice): the connect error says which address the sentinels gave, not only
+/// the sentinels' own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_connect_error_names_the_primary_the_sentinels_gave() {
+    let mut sentinel = Sentinel::start().await;
+    // Nobody fails it over while the client tries.
+    sentinel
+        .on_sentinels(&[
+            "SET",
+            common::topology::SERVICE,
+            "down-after-milliseconds",
+            "60000",
+        ])
+        .await;
+    let primary = sentinel.primary_port().await;
+    sentinel.primary.kill().await;
+    let err = within(
+        "a connect to an unreachable primary",
+        RedissonClient::connect(config(&sentinel.url(), Duration::from_secs(2))),
+    )
+    .await
+    .err()
+    .expect("no primary to connect to");
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!(
+            "the primary the sentinels name, 127.0.0.1:{primary}"
+        )),
+        "{text}"
+    );
+}
+
 /// A client keeps a connection to every sentinel and a subscription to its
 /// failover announcements; shutting it down, even at once, closes them all
 /// (the CLI's short runs once hung here).

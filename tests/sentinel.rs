@@ -598,8 +598,7 @@ async fn the_connect_error_names_the_primary_the_sentinels_gave() {
         RedissonClient::connect(config(&sentinel.url(), Duration::from_secs(2))),
     )
     .await
-    .err()
-    .expect("no primary to connect to");
+    .expect_err("no primary to connect to");
     let text = err.to_string();
     assert!(
         text.contains(&format!(

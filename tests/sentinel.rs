@@ -9,6 +9,16 @@ use common::{config, within};
 use fred::prelude::*;
 use redisson_lock::{RedissonClient, Unlocked};
 
+/// `SENTINEL SET`: a primary or replica is judged down only after a minute,
+/// so nothing a test does to one (a kill, a freeze) starts a failover or
+/// drops it from the replicas a failover could promote.
+const SLOW_DOWN_AFTER: [&str; 4] = [
+    "SET",
+    common::topology::SERVICE,
+    "down-after-milliseconds",
+    "60000",
+];
+
 async fn connect(sentinel: &Sentinel, check_synced: bool, watchdog: Duration) -> RedissonClient {
     let mut c = config(&sentinel.url(), watchdog);
     c.check_lock_synced_slaves = check_synced;
@@ -214,9 +224,7 @@ async fn the_quorum_counts_the_replicas_a_failover_could_promote() {
     use redisson_lock::{Error, ReplicaQuorum, SafetyLevel};
 
     let sentinel = Sentinel::start_proxied().await;
-    sentinel
-        .on_sentinels(&["SET", "mymaster", "down-after-milliseconds", "60000"])
-        .await;
+    sentinel.on_sentinels(&SLOW_DOWN_AFTER).await;
     let quorum_client = |quorum| {
         let mut c = config(&sentinel.url(), Duration::from_secs(2));
         c.replica_quorum = quorum;
@@ -517,14 +525,7 @@ async fn fencing_survives_a_failover() {
 async fn a_member_lease_the_replicas_did_not_confirm_is_at_risk() {
     let sentinel = Sentinel::start().await;
     // No replica is flagged down while frozen (the quorum would then drop it).
-    sentinel
-        .on_sentinels(&[
-            "SET",
-            common::topology::SERVICE,
-            "down-after-milliseconds",
-            "60000",
-        ])
-        .await;
+    sentinel.on_sentinels(&SLOW_DOWN_AFTER).await;
     let replicated = {
         let mut c = config(&sentinel.url(), Duration::from_secs(2));
         c.slaves_sync_timeout = Duration::from_millis(300);
@@ -583,14 +584,7 @@ async fn a_member_lease_the_replicas_did_not_confirm_is_at_risk() {
 async fn the_connect_error_names_the_primary_the_sentinels_gave() {
     let mut sentinel = Sentinel::start().await;
     // Nobody fails it over while the client tries.
-    sentinel
-        .on_sentinels(&[
-            "SET",
-            common::topology::SERVICE,
-            "down-after-milliseconds",
-            "60000",
-        ])
-        .await;
+    sentinel.on_sentinels(&SLOW_DOWN_AFTER).await;
     let primary = sentinel.primary_port().await;
     sentinel.primary.kill().await;
     let err = within(

@@ -327,6 +327,19 @@ impl Error {
         matches!(self, Error::Connection { message, .. } if message.starts_with(REDIRECTED))
     }
 
+    /// A `WRONGTYPE` reply as [`Error::WrongType`] of `name`, which should
+    /// have been a `expected`; any other error as it is.
+    pub(crate) fn of_type(self, name: &str, expected: &'static str) -> Error {
+        if self.is_wrong_type() {
+            Error::WrongType {
+                name: name.to_string(),
+                expected,
+            }
+        } else {
+            self
+        }
+    }
+
     /// True for a `WRONGTYPE` reply.
     pub(crate) fn is_wrong_type(&self) -> bool {
         // Redis 6 wraps a script's error (`ERR Error running script ...: WRONGTYPE`).

@@ -70,6 +70,23 @@ impl Hold {
         }
     }
 
+    /// Puts the hold at risk, and says so once (see `telemetry`).
+    pub(crate) fn put_at_risk(&self, reason: &'static str) {
+        if self.lease.mark_at_risk() {
+            telemetry::at_risk(self.subject(), reason);
+        }
+    }
+
+    /// Records that Redis no longer has the hold, and says so once; true the
+    /// first time.
+    pub(crate) fn found_gone(&self) -> bool {
+        let first = self.lease.mark_gone();
+        if first {
+            telemetry::lost(self.subject(), "gone");
+        }
+        first
+    }
+
     /// The owner's hash field, as its kind names it.
     pub(crate) fn field(&self, client_id: &str) -> String {
         self.kind().field(client_id, self.owner)

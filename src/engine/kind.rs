@@ -14,6 +14,7 @@ use fred::types::Value;
 use crate::engine::hub::Wake;
 use crate::engine::script::{Latch, Script, ScriptCall};
 use crate::engine::Engine;
+use crate::error::Error;
 use crate::owner::OwnerId;
 
 /// One kind of lock object.
@@ -154,12 +155,7 @@ pub(crate) trait LockKind: Send + Sync + 'static {
     /// Checked before an acquisition by an owner that already holds other
     /// kinds of this lock (a reader asking for the write lock), for a
     /// request that could never succeed.
-    fn refuse(
-        &self,
-        _engine: &Engine,
-        _lock: &str,
-        _owner: OwnerId,
-    ) -> Option<crate::error::Error> {
+    fn refuse(&self, _engine: &Engine, _lock: &str, _owner: OwnerId) -> Option<Error> {
         None
     }
 }
@@ -197,11 +193,17 @@ pub(crate) enum LockedWhen {
     Script(&'static Script),
 }
 
-/// Everything about one call that a [`LockKind`] builds its scripts from.
+/// Everything about one call that a [`LockKind`] builds its scripts from,
+/// and all that the stages below an attempt or a release need to know of
+/// the lock: built once, at the top of one.
+#[derive(Clone, Copy)]
 pub(crate) struct Call<'a> {
     pub(crate) engine: &'a Engine,
-    /// The lock's name (its main key).
+    pub(crate) kind: &'static dyn LockKind,
+    /// The lock's name.
     pub(crate) lock: &'a str,
+    /// The Redis key it lives in ([`LockKind::key`]).
+    pub(crate) key: &'a str,
     /// The owner's field, from [`LockKind::field`].
     pub(crate) field: &'a str,
     /// The lease in ms: what an acquire sets, what a partial release applies.
@@ -209,6 +211,30 @@ pub(crate) struct Call<'a> {
     /// How long the acquisition this call belongs to may wait (the fair lock
     /// queues with it, or not at all for a single try).
     pub(crate) patience: Patience,
+}
+
+impl Call<'_> {
+    /// The call's error, typed: a key of another type is
+    /// [`Error::WrongType`].
+    pub(crate) fn wrong_type(&self, e: Error) -> Error {
+        e.of_type(self.lock, "lock")
+    }
+
+    /// An acquire script's error, typed: a key of another type
+    /// ([`Error::WrongType`]), or the kind's refusal of a re-entry
+    /// ([`Error::AlreadyHeld`]; matched as a substring: Redis 7 prefixes a
+    /// script's error text with `ERR`, Redis 6 does not).
+    pub(crate) fn acquire_error(&self, e: Error) -> Error {
+        match self.kind.reentry_refusal() {
+            Some(text) if e.reply().is_some_and(|reply| reply.contains(text)) => {
+                Error::AlreadyHeld {
+                    name: self.lock.to_string(),
+                    field: self.field.to_string(),
+                }
+            }
+            _ => self.wrong_type(e),
+        }
+    }
 }
 
 /// How long an acquisition may wait.

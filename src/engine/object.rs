@@ -42,14 +42,7 @@ impl Object {
 
     /// A `WRONGTYPE` reply, as the object's typed error.
     pub(crate) fn wrong_type(&self, e: Error) -> Error {
-        if e.is_wrong_type() {
-            Error::WrongType {
-                name: self.name.to_string(),
-                expected: self.what,
-            }
-        } else {
-            e
-        }
+        e.of_type(&self.name, self.what)
     }
 
     /// Runs a read (a query that may safely be re-sent).

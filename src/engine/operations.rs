@@ -12,7 +12,7 @@ use crate::engine::raw::{Granted, Held, RawLock, Unlocked};
 use crate::engine::request::Request;
 use crate::engine::safety::Synced;
 use crate::engine::script::{self, ScriptCall};
-use crate::engine::{release, settle, telemetry, wait};
+use crate::engine::{settle, unlock, wait};
 use crate::error::{Error, Result};
 
 /// `lua/engine/delete.lua`: deletes an object's keys.
@@ -59,7 +59,8 @@ impl RawLock {
             None => {
                 let field = self.field_of(owner);
                 let lease = self.engine.config.lock_watchdog_timeout;
-                release::send_unlock(self, &field, lease, &Request::new())
+                let call = self.call(&field, lease, Patience::Once);
+                unlock::send_unlock(&call, &Request::new())
                     .await
                     .map(|(unlocked, _)| unlocked)
             }
@@ -155,13 +156,9 @@ impl Held {
             _ => false,
         };
         if !held {
-            if self.hold.lease.mark_gone() {
-                telemetry::lost(self.hold.subject(), "gone");
-            }
+            self.hold.found_gone();
         } else if synced.is_short() {
-            if self.hold.lease.mark_at_risk() {
-                telemetry::at_risk(self.hold.subject(), "renewal_unconfirmed");
-            }
+            self.hold.put_at_risk("renewal_unconfirmed");
         } else {
             self.hold.lease.confirm(sent_at, lease);
         }

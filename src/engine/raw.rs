@@ -1,20 +1,16 @@
 //! [`RawLock`], what every public lock object wraps, and [`Held`], what every
 //! guard wraps: the engine's view of one lock of one kind, and of one hold.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fred::interfaces::{HashesInterface, KeysInterface};
-
 use crate::config::BackOff;
 use crate::engine::hold::Hold;
-use crate::engine::kind::{Call, LockKind, LockedWhen, Patience};
+use crate::engine::kind::{Call, LockKind, Patience};
 use crate::engine::lease::LostSignal;
 use crate::engine::safety::SafetyLevel;
-use crate::engine::script::ScriptCall;
-use crate::engine::{script, Engine};
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::owner::OwnerId;
 
@@ -157,115 +153,18 @@ impl RawLock {
     ) -> Call<'a> {
         Call {
             engine: &self.engine,
+            kind: self.kind,
             lock: &self.name,
+            key: self.key(),
             field,
             lease_ms: lease.as_millis().min(i64::MAX as u128) as i64,
             patience,
         }
     }
 
-    /// Whether the lock's key exists (`EXISTS`).
-    pub(crate) async fn exists(&self) -> Result<bool> {
-        self.engine.ensure_open()?;
-        let n: i64 = self.query(self.engine.redis.exists(&*self.name)).await?;
-        Ok(n > 0)
-    }
-
-    /// Whether `owner` holds this kind of the lock (`HEXISTS`).
-    pub(crate) async fn is_held_by(&self, owner: OwnerId) -> Result<bool> {
-        self.engine.ensure_open()?;
-        let field = self.field_of(owner);
-        self.query(self.engine.redis.hexists(&*self.name, field))
-            .await
-    }
-
-    /// How many times `owner` holds this kind of the lock (`HGET`).
-    pub(crate) async fn hold_count_of(&self, owner: OwnerId) -> Result<u32> {
-        self.engine.ensure_open()?;
-        let field = self.field_of(owner);
-        let count = self.count_on_redis(&self.engine.redis, &field).await?;
-        Ok(count.clamp(0, u32::MAX as i64) as u32)
-    }
-
-    /// `field`'s hold count on Redis, read through `redis` where and as the
-    /// kind says (`HGET <name> <field>` for every kind but the group lock).
-    pub(crate) async fn count_on_redis<C: HashesInterface + Sync>(
-        &self,
-        redis: &C,
-        field: &str,
-    ) -> Result<i64> {
-        let key = self.key();
-        let mut fields = self.kind.count_fields(&self.name, field);
-        let values: Vec<Option<String>> = if fields.len() == 1 {
-            let one = fields.pop().expect("one field");
-            vec![self.query(redis.hget(key, one)).await?]
-        } else {
-            self.query(redis.hmget(key, fields)).await?
-        };
-        Ok(self.kind.hold_count(field, &values))
-    }
-
     /// The Redis key the lock lives in (its name, but for the group lock).
     pub(crate) fn key(&self) -> &str {
         self.kind.key(&self.name)
-    }
-
-    /// Every field of the lock's hash (`HGETALL`).
-    pub(crate) async fn fields(&self) -> Result<HashMap<String, String>> {
-        self.engine.ensure_open()?;
-        self.query(self.engine.redis.hgetall(&*self.name)).await
-    }
-
-    /// Whether the lock is held in its kind's sense.
-    pub(crate) async fn is_locked(&self) -> Result<bool> {
-        self.engine.ensure_open()?;
-        match self.kind.locked_when() {
-            LockedWhen::KeyExists => self.exists().await,
-            LockedWhen::ModeIs(mode) => {
-                let held: Option<String> = self
-                    .query(self.engine.redis.hget(&*self.name, "mode"))
-                    .await?;
-                Ok(held.as_deref() == Some(mode))
-            }
-            LockedWhen::Script(check) => {
-                let call = || ScriptCall {
-                    script: check,
-                    keys: vec![self.name.to_string()],
-                    args: vec![],
-                };
-                let reply = self
-                    .engine
-                    .run_unsynced(call)
-                    .await
-                    .map_err(|e| self.wrong_type(e))?;
-                Ok(script::as_i64(&reply) == Some(1))
-            }
-        }
-    }
-
-    /// The holders of this kind among the hash's fields, decoded from
-    /// `<client-id>:<owner-id>`.
-    pub(crate) async fn holders(&self) -> Result<Vec<Holder>> {
-        let fields = self.fields().await?;
-        let mut holders: Vec<Holder> = fields
-            .iter()
-            .filter_map(|(field, count)| {
-                Holder::from_field(self.kind.holder(field)?, count, &self.engine.id)
-            })
-            .collect();
-        holders.sort_by(|a, b| (&a.client_id, &a.owner).cmp(&(&b.client_id, &b.owner)));
-        Ok(holders)
-    }
-
-    /// The lock's remaining time to live (`PTTL`).
-    pub(crate) async fn remaining_ttl(&self) -> Result<Ttl> {
-        self.engine.ensure_open()?;
-        let ms: i64 = self.query(self.engine.redis.pttl(&*self.name)).await?;
-        Ok(match ms {
-            -2 => Ttl::Absent,
-            -1 => Ttl::Persistent,
-            ms => Ttl::Expires(Duration::from_millis(ms.max(0) as u64)),
-        })
     }
 
     /// Runs a read, mapping its error (a key of another type is `WrongType`).
@@ -295,28 +194,8 @@ impl RawLock {
         }
     }
 
-    /// An acquire script's error, typed: a key of another type
-    /// ([`Error::WrongType`]), or the kind's refusal of a re-entry
-    /// ([`Error::AlreadyHeld`]; matched as a substring: Redis 7 prefixes a
-    /// script's error text with `ERR`, Redis 6 does not).
-    pub(crate) fn acquire_error(&self, e: Error, owner: OwnerId) -> Error {
-        match self.kind.reentry_refusal() {
-            Some(text) if e.reply().is_some_and(|reply| reply.contains(text)) => {
-                self.already_held(owner)
-            }
-            _ => self.wrong_type(e),
-        }
-    }
-
     pub(crate) fn wrong_type(&self, e: Error) -> Error {
-        if e.is_wrong_type() {
-            Error::WrongType {
-                name: self.name.to_string(),
-                expected: "lock",
-            }
-        } else {
-            e
-        }
+        e.of_type(&self.name, "lock")
     }
 }
 

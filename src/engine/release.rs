@@ -1,25 +1,21 @@
 //! One release, for any kind of lock, with the hold's `ops` slot taken: the
-//! kind's unlock script through an unlock latch
-//! (`redisson_unlock_latch:{name}:<request-id>`, a [`Request`]), so that a
-//! retry replays the first outcome instead of releasing twice; and giving
-//! back holds Redis counts that this client does not. What happens when the
-//! caller stops waiting is `settle`'s.
+//! kind's unlock sent once as a replayable request (`unlock`), then the
+//! books: the hold count, the lease the remaining holds keep, a lock found
+//! lost, and holds Redis counts that this client does not (given back by
+//! `resolve`). What happens when the caller stops waiting is `settle`'s.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::engine::hold::Hold;
 use crate::engine::kind::Patience;
 use crate::engine::raw::{RawLock, Unlocked};
-use crate::engine::request::{Confirm, Request, Target};
-use crate::engine::safety::Synced;
-use crate::engine::script;
+use crate::engine::request::Request;
+use crate::engine::resolve::give_back_untracked;
 use crate::engine::telemetry;
+use crate::engine::unlock::send_unlock;
 use crate::error::{Error, Result};
-use crate::naming;
 
 /// Who holds a hold's `ops` slot after a release.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -94,7 +90,7 @@ async fn release_traced(
         other => other,
     };
     let lease = hold.lease_after_release(watchdog, engine.config.lock_watchdog_timeout);
-    let outcome = send_unlock(lock, &field, lease, request).await;
+    let outcome = send_unlock(&lock.call(&field, lease, Patience::Once), request).await;
     let left = hold.on_released(watchdog);
     match &outcome {
         Ok((Unlocked::StillHeld, sent_at)) if left > 0 => {
@@ -113,7 +109,9 @@ async fn release_traced(
             let (lock, hold) = (lock.clone(), hold.clone());
             let busy = engine.lifecycle.track();
             tokio::spawn(async move {
-                give_back_untracked(&lock, &hold).await;
+                let field = hold.field(&lock.engine.id);
+                let call = lock.call(&field, lease, Patience::Once);
+                give_back_untracked(&call, &hold).await;
                 hold.ops.add_permits(1);
                 drop(busy);
             });
@@ -131,108 +129,4 @@ async fn release_traced(
     }
     engine.holds.retire_if_done(hold);
     (lost(outcome.map(|(unlocked, _)| unlocked)), Slot::Kept)
-}
-
-/// What a release sends.
-#[derive(Clone, Copy)]
-pub(crate) enum Release {
-    /// The kind's unlock, confirmed by the replicas (replayed until it is,
-    /// then an error).
-    Unlock,
-    /// The kind's undo of a grant the replicas did not confirm, for a
-    /// waiter with this patience; not waited for.
-    Undo(Patience),
-}
-
-/// Sends the kind's unlock script for `field` as `request`: a lost reply is
-/// replayed through its latch (see [`Request::send`]). Returns the outcome and
-/// when the request was first sent: a replayed reply describes an execution
-/// no earlier than that. A reply the replicas did not confirm is replayed
-/// the same way, and is an error on the last attempt.
-pub(crate) async fn send_unlock(
-    lock: &RawLock,
-    field: &str,
-    lease: Duration,
-    request: &Request,
-) -> Result<(Unlocked, Instant)> {
-    send_release(lock, field, lease, request, Release::Unlock).await
-}
-
-/// Sends a release of `field` as `request` (see [`send_unlock`]).
-pub(crate) async fn send_release(
-    lock: &RawLock,
-    field: &str,
-    lease: Duration,
-    request: &Request,
-    how: Release,
-) -> Result<(Unlocked, Instant)> {
-    let engine = &lock.engine;
-    let (confirm, operation) = match how {
-        Release::Unlock => (Confirm::Replay, "unlock"),
-        Release::Undo(_) => (Confirm::Skip, "undo"),
-    };
-    let target = Target {
-        operation,
-        name: &lock.name,
-        latch_key: naming::latch_name(lock.key(), request.id()),
-        confirm,
-    };
-    let sent = request
-        .send(engine, target, |latch| match how {
-            Release::Unlock => lock
-                .kind
-                .unlock(&lock.call(field, lease, Patience::Once), latch),
-            Release::Undo(patience) => lock.kind.undo(&lock.call(field, lease, patience), latch),
-        })
-        .await
-        .map_err(|e| lock.wrong_type(e))?;
-    if let short @ Synced::Short { .. } = sent.synced {
-        return Err(engine.replica_sync.not_synced(operation, &lock.name, short));
-    }
-    let unlocked = match script::as_i64(&sent.reply) {
-        Some(1) => Unlocked::Released,
-        Some(0) => Unlocked::StillHeld,
-        None if sent.reply.is_null() => {
-            return Err(Error::NotHeld {
-                name: lock.name.to_string(),
-                field: field.to_string(),
-            })
-        }
-        _ => return Err(script::unexpected(operation, &sent.reply)),
-    };
-    Ok((unlocked, sent.first_sent))
-}
-
-/// With the hold's `ops` slot taken: reads the owner's hold count on Redis
-/// and releases whatever exceeds ours (acquires this client never recorded).
-/// The read is ordered after any script this owner sent on the same
-/// connection.
-pub(crate) async fn give_back_untracked(lock: &RawLock, hold: &Arc<Hold>) {
-    let engine = &lock.engine;
-    let field = hold.field(&engine.id);
-    // An abandoned acquire may still be queued for a batch: read after it.
-    engine.after_abandoned(lock.key()).await;
-    let count = lock
-        .count_on_redis(&engine.reader(lock.key()), &field)
-        .await;
-    let extra = match count {
-        Ok(count) => count - i64::from(hold.count()),
-        Err(e) => {
-            tracing::warn!(lock = %lock.name, error = %e, "could not check for untracked holds; any expire with their lease");
-            0
-        }
-    };
-    let lease = hold.lease_after_release(false, engine.config.lock_watchdog_timeout);
-    for _ in 0..extra.clamp(0, 64) {
-        tracing::info!(lock = %lock.name, "giving back a hold this client did not record");
-        match send_unlock(lock, &field, lease, &Request::new()).await {
-            Ok((Unlocked::StillHeld, _)) => {}
-            Ok((Unlocked::Released, _)) => break,
-            Err(e) => {
-                tracing::warn!(lock = %lock.name, error = %e, "giving back an untracked hold failed; it expires with its lease");
-                break;
-            }
-        }
-    }
-    engine.holds.retire_if_done(hold);
 }

@@ -18,8 +18,9 @@ use crate::engine::hold::Hold;
 use crate::engine::kind::Patience;
 use crate::engine::lifecycle::Busy;
 use crate::engine::raw::{RawLock, Unlocked};
-use crate::engine::release::{give_back_untracked, release_locked, Slot};
+use crate::engine::release::{release_locked, Slot};
 use crate::engine::request::Request;
+use crate::engine::resolve::give_back_untracked;
 use crate::error::{Error, Result};
 use crate::owner::OwnerId;
 
@@ -114,7 +115,9 @@ impl Drop for FinishOnDrop {
         match pending {
             Unfinished::Acquire { lock, hold, busy } => {
                 runtime.spawn(async move {
-                    give_back_untracked(&lock, &hold).await;
+                    let field = hold.field(&lock.engine.id);
+                    let lease = lock.engine.config.lock_watchdog_timeout;
+                    give_back_untracked(&lock.call(&field, lease, Patience::Once), &hold).await;
                     hold.ops.add_permits(1);
                     drop(busy);
                 });

@@ -55,8 +55,6 @@ pub(crate) struct AcquireTrace {
     span: Span,
     kind: &'static str,
     started: tokio::time::Instant,
-    first_refusal: Option<tokio::time::Instant>,
-    attempts: u32,
 }
 
 impl AcquireTrace {
@@ -76,8 +74,6 @@ impl AcquireTrace {
             span,
             kind: subject.kind,
             started: tokio::time::Instant::now(),
-            first_refusal: None,
-            attempts: 0,
         }
     }
 
@@ -85,29 +81,57 @@ impl AcquireTrace {
         &self.span
     }
 
-    /// One attempt was made; `refused` when it found the lock taken.
-    pub(crate) fn attempted(&mut self, refused: bool) {
-        self.attempts += 1;
-        if refused && self.first_refusal.is_none() {
-            self.first_refusal = Some(tokio::time::Instant::now());
-        }
-    }
-
-    /// The call ended: `Some(true)` acquired, `Some(false)` not within its
-    /// wait, `None` an error.
-    pub(crate) fn finish(self, acquired: Option<bool>) {
-        let outcome = match acquired {
-            Some(true) => "acquired",
-            Some(false) => "timed_out",
-            None => "error",
+    /// The call ended as `end` says, after `attempts`, the first of which
+    /// to find the lock taken at `first_refusal`.
+    pub(crate) fn finish(
+        self,
+        end: AcquireEnd,
+        attempts: u32,
+        first_refusal: Option<tokio::time::Instant>,
+    ) {
+        let outcome = match end {
+            AcquireEnd::Acquired(level) => {
+                self.acquired_at(level);
+                "acquired"
+            }
+            AcquireEnd::TimedOut => "timed_out",
+            AcquireEnd::Failed => "error",
         };
-        let waited = self.first_refusal.map(|at| at.elapsed());
-        self.span.record("attempts", self.attempts);
+        let waited = first_refusal.map(|at| at.elapsed());
+        self.span.record("attempts", attempts);
         self.span.record("outcome", outcome);
         self.span
             .record("waited_ms", waited.unwrap_or_default().as_millis() as u64);
         metrics::acquired(self.kind, outcome, self.started.elapsed(), waited);
     }
+
+    /// The acquisition was confirmed to `level`.
+    fn acquired_at(&self, level: SafetyLevel) {
+        let (field, label) = match level {
+            SafetyLevel::Replicas { acked, promotable } => (
+                format!("{acked}/{promotable}"),
+                match (acked, promotable) {
+                    (_, 0) => "no_replicas",
+                    (0, _) => "no_replica_acked",
+                    (a, k) if a >= k => "all_replicas",
+                    _ => "some_replicas",
+                },
+            ),
+            SafetyLevel::NotChecked => ("not_checked".to_string(), "not_checked"),
+        };
+        self.span.record("safety", field.as_str());
+        metrics::acquired_at(self.kind, label);
+    }
+}
+
+/// How an acquire call ended.
+pub(crate) enum AcquireEnd {
+    /// With the lock, confirmed to this level.
+    Acquired(SafetyLevel),
+    /// Without it, within its wait.
+    TimedOut,
+    /// With an error.
+    Failed,
 }
 
 /// The span of one release; [`released`] records its outcome.
@@ -168,25 +192,6 @@ pub(crate) fn lost(subject: Subject<'_>, reason: &'static str) {
         "lock lost"
     );
     metrics::lost(subject.kind, reason);
-}
-
-/// An acquisition was confirmed to `level`; recorded on the current span
-/// (the acquire's).
-pub(crate) fn acquired_at(kind: &'static str, level: SafetyLevel) {
-    let (field, label) = match level {
-        SafetyLevel::Replicas { acked, promotable } => (
-            format!("{acked}/{promotable}"),
-            match (acked, promotable) {
-                (_, 0) => "no_replicas",
-                (0, _) => "no_replica_acked",
-                (a, k) if a >= k => "all_replicas",
-                _ => "some_replicas",
-            },
-        ),
-        SafetyLevel::NotChecked => ("not_checked".to_string(), "not_checked"),
-    };
-    Span::current().record("safety", field.as_str());
-    metrics::acquired_at(kind, label);
 }
 
 /// A hold was put at risk (it was not before).

@@ -30,11 +30,12 @@ use tracing::Instrument;
 use crate::config::Delays;
 use crate::engine::attempt::{acquire_once, Attempt};
 use crate::engine::hub::Wake;
-use crate::engine::kind::Patience;
+use crate::engine::kind::{Call, Patience};
+use crate::engine::lease::lease_millis;
 use crate::engine::lifecycle::until_set;
 use crate::engine::raw::{Granted, RawLock};
 use crate::engine::settle::GiveUpOnDrop;
-use crate::engine::telemetry::{self, AcquireTrace};
+use crate::engine::telemetry::{self, AcquireEnd, AcquireTrace};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::owner::OwnerId;
@@ -165,23 +166,43 @@ pub(crate) async fn acquire(
     patience: Patience,
 ) -> Result<Option<Granted>> {
     let owner = lock.acquiring_owner();
-    let mut trace = AcquireTrace::start(telemetry::Subject {
+    let trace = AcquireTrace::start(telemetry::Subject {
         kind: lock.kind.name(),
         lock: &lock.name,
         owner,
     });
     let span = trace.span().clone();
+    let mut tally = Tally::default();
     // Not boxed: a box here would allocate and copy the whole acquisition
     // (fred's future included) on every call. What deepens callers' types
     // (a multi lock's members) is boxed where it is nested instead.
-    let outcome = acquire_traced(lock, owner, lease, patience, &mut trace)
+    let outcome = acquire_traced(lock, owner, lease, patience, &mut tally)
         .instrument(span)
         .await;
-    trace.finish(match &outcome {
-        Ok(granted) => Some(granted.is_some()),
-        Err(_) => None,
-    });
+    let end = match &outcome {
+        Ok(Some((held, _))) => AcquireEnd::Acquired(held.safety()),
+        Ok(None) => AcquireEnd::TimedOut,
+        Err(_) => AcquireEnd::Failed,
+    };
+    trace.finish(end, tally.attempts, tally.first_refusal);
     outcome
+}
+
+/// What the acquire span records of the attempts.
+#[derive(Default)]
+struct Tally {
+    attempts: u32,
+    /// When an attempt first found the lock taken.
+    first_refusal: Option<Instant>,
+}
+
+impl Tally {
+    fn attempted(&mut self, attempt: &Result<Attempt>) {
+        self.attempts += 1;
+        if matches!(attempt, Ok(Attempt::Held(_))) && self.first_refusal.is_none() {
+            self.first_refusal = Some(Instant::now());
+        }
+    }
 }
 
 async fn acquire_traced(
@@ -189,18 +210,24 @@ async fn acquire_traced(
     owner: OwnerId,
     lease: Option<Duration>,
     patience: Patience,
-    trace: &mut AcquireTrace,
+    tally: &mut Tally,
 ) -> Result<Option<Granted>> {
     let engine = &lock.engine;
     // A refused re-entry fails at once, before any attempt or queue place.
     lock.refuse_reentry(owner)?;
+    let watchdog = lease.is_none();
+    let lease = lease.unwrap_or(engine.config.lock_watchdog_timeout);
+    lease_millis(lease, "lease")?;
+    let field = lock.field_of(owner);
+    // What every attempt sends, and what a give-up sends: built once.
+    let call = lock.call(&field, lease, patience);
     let deadline = match patience {
         Patience::Once => {
             // One attempt, which may first wait a command's time for the
             // owner's previous operation to settle.
-            let slot_deadline = Instant::now() + engine.timeout();
-            let attempt = acquire_once(lock, owner, lease, Some(slot_deadline), patience).await;
-            trace.attempted(matches!(attempt, Ok(Attempt::Held(_))));
+            let slot_deadline = Some(Instant::now() + engine.timeout());
+            let attempt = acquire_once(lock, &call, owner, lease, watchdog, slot_deadline).await;
+            tally.attempted(&attempt);
             return match attempt? {
                 Attempt::Acquired(held, token) => Ok(Some((held, token))),
                 Attempt::Held(_) => Ok(None),
@@ -220,7 +247,7 @@ async fn acquire_traced(
     let give_up = GiveUpOnDrop::new(lock, owner, patience);
     let channel = lock
         .kind
-        .channel(&lock.name, &lock.field_of(owner))
+        .channel(&lock.name, &field)
         .map(|channel| (channel, lock.kind.wake()));
     let polls = channel.is_none();
     let waiter = Waiter {
@@ -234,17 +261,18 @@ async fn acquire_traced(
     };
     let mut attempts = LockAttempts {
         lock,
+        call,
         owner,
         lease,
+        watchdog,
         deadline,
-        patience,
         polling: polls.then(|| lock.backoff().start()),
         backoff: FIRST_BACKOFF,
         tried: false,
         no_primary_since: None,
         unconfirmed: 0,
         last_short: None,
-        trace,
+        tally,
     };
     let outcome = waiter.wait(&mut attempts).await;
     let outcome = match (outcome, attempts.last_short.take()) {
@@ -270,10 +298,11 @@ async fn acquire_traced(
 /// A lock's attempts, and how long each refusal lets the waiter sleep.
 struct LockAttempts<'a> {
     lock: &'a RawLock,
+    call: Call<'a>,
     owner: OwnerId,
-    lease: Option<Duration>,
+    lease: Duration,
+    watchdog: bool,
     deadline: Option<Instant>,
-    patience: Patience,
     /// The spin lock's back-off; `None` for kinds woken by messages.
     polling: Option<Delays>,
     /// The back-off while the lock is free but not ours to take.
@@ -286,7 +315,7 @@ struct LockAttempts<'a> {
     unconfirmed: u32,
     /// The last of them, while the refusals last.
     last_short: Option<crate::engine::safety::Synced>,
-    trace: &'a mut AcquireTrace,
+    tally: &'a mut Tally,
 }
 
 impl Attempts for LockAttempts<'_> {
@@ -295,14 +324,14 @@ impl Attempts for LockAttempts<'_> {
     async fn attempt(&mut self) -> Result<Step<Granted>> {
         let attempt = acquire_once(
             self.lock,
+            &self.call,
             self.owner,
             self.lease,
+            self.watchdog,
             self.deadline,
-            self.patience,
         )
         .await;
-        self.trace
-            .attempted(matches!(attempt, Ok(Attempt::Held(_))));
+        self.tally.attempted(&attempt);
         if let Err(Error::NoPrimary(reason)) = &attempt {
             // A failover the sentinels do not agree on yet: nothing was
             // sent, so the waiter waits it out within its patience, and

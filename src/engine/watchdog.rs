@@ -182,8 +182,8 @@ async fn renew_batch(engine: &Engine, holds: &[Arc<Hold>]) -> CycleStats {
                 // Busy with an operation that may itself be retrying (a
                 // re-entry or partial unlock short of replicas): if the
                 // deadline comes before the next cycle, say so now.
-                if hold.lease.deadline() <= Instant::now() + period && hold.lease.mark_at_risk() {
-                    telemetry::at_risk(hold.subject(), "renewal_delayed");
+                if hold.lease.deadline() <= Instant::now() + period {
+                    hold.put_at_risk("renewal_delayed");
                 }
                 false
             }
@@ -205,9 +205,7 @@ async fn renew_batch(engine: &Engine, holds: &[Arc<Hold>]) -> CycleStats {
     cycle.scripts += 1;
     let at_risk = |reason| {
         for hold in holds {
-            if hold.lease.mark_at_risk() {
-                telemetry::at_risk(hold.subject(), reason);
-            }
+            hold.put_at_risk(reason);
         }
     };
     // The reply must come while the earliest deadline can still move: a
@@ -260,11 +258,10 @@ async fn renew_batch(engine: &Engine, holds: &[Arc<Hold>]) -> CycleStats {
                 if confirmed {
                     hold.lease.confirm(sent_at, lease);
                     cycle.renewed += 1;
-                } else if hold.lease.mark_at_risk() {
-                    telemetry::at_risk(hold.subject(), "renewal_unconfirmed");
+                } else {
+                    hold.put_at_risk("renewal_unconfirmed");
                 }
-            } else if hold.lease.mark_gone() {
-                telemetry::lost(hold.subject(), "gone");
+            } else if hold.found_gone() {
                 cycle.lost += 1;
             }
         }

@@ -53,6 +53,10 @@ cluster_redis6_skip=(--skip an_acquire_refused_with_moved --skip a_cluster_behin
                      --skip a_subscribed_waiter_reads_no_slot_map)
 # Sentinel: 1 primary, 2 replicas, 3 sentinels of the same server.
 sentinel=(sentinel audit_sentinel)
+# The JVM peers of these rows run the newest Redisson only: what differs
+# from one server to the next is the server, and the default server's run
+# (scripts/tests.sh) already plays every Redisson version against it.
+peers=${INTEROP_REDISSON:-4.7.0}
 # Servers run side by side, this many at a time (the tests mostly wait on
 # timers and servers, not on the two cores).
 jobs=${MATRIX_JOBS:-2}
@@ -89,7 +93,7 @@ run() {
     local exe; exe=$(binary_of "$t")
     [ -n "$exe" ] || { echo "matrix: no test binary $t" >>"$log"; outcome=failed; break; }
     echo "== $t" >>"$log"
-    if ! (cd "$(package_of "$t")" && REDIS_SERVER=$binary REDIS_SERVER_VERSION=$version "$exe" "${args[@]}") >>"$log" 2>&1; then
+    if ! (cd "$(package_of "$t")" && REDIS_SERVER=$binary REDIS_SERVER_VERSION=$version INTEROP_REDISSON=$peers "$exe" "${args[@]}") >>"$log" 2>&1; then
       outcome=failed
     fi
   done

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::java::{JavaPeer, NEWEST_VERSIONS, VERSIONS};
+use common::java::{newest_versions, versions, JavaPeer, VERSIONS};
 use common::topology::until;
 use common::*;
 use fred::prelude::*;
@@ -73,7 +73,7 @@ async fn holder(raw: &Client, name: &str) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn java_and_rust_waiters_are_served_in_arrival_order() {
-    for (profile, version) in VERSIONS {
+    for (profile, version) in versions() {
         let server = RedisServer::start().await;
         let raw = server.raw().await;
         let java = JavaPeer::start(profile, version, &server.url(), 30_000).await;
@@ -180,7 +180,7 @@ async fn a_waiter_that_gives_up_leaves_the_queue() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn java_and_rust_share_a_counter_through_a_fair_lock() {
-    for (profile, version) in NEWEST_VERSIONS {
+    for (profile, version) in newest_versions() {
         let server = RedisServer::start().await;
         let java = JavaPeer::start(profile, version, &server.url(), 30_000).await;
         let rust = client(&server, Duration::from_secs(30)).await;

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::java::{JavaPeer, NEWEST_VERSIONS, VERSIONS};
+use common::java::{newest_versions, versions, JavaPeer};
 use common::*;
 use fred::prelude::*;
 use redisson_lock::{BackOff, Error, OwnerId, RedissonClient, Unlocked};
@@ -101,7 +101,7 @@ async fn a_key_without_ttl_is_not_a_grant_and_a_lost_reply_keeps_its_token() {
 #[tokio::test]
 async fn java_and_rust_fenced_tokens_interleave_strictly() {
     // Redisson 3.16 has no fenced lock (3.19+): 4.7.0 and the last 3.x.
-    for (profile, version) in NEWEST_VERSIONS {
+    for (profile, version) in newest_versions() {
         let server = RedisServer::start().await;
         let raw = server.raw().await;
         let java = JavaPeer::start(profile, version, &server.url(), 30_000).await;
@@ -163,7 +163,7 @@ async fn a_spin_waiter_polls_and_never_subscribes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn java_and_rust_spin_locks_never_overlap() {
-    for (profile, version) in VERSIONS {
+    for (profile, version) in versions() {
         let server = RedisServer::start().await;
         let java = JavaPeer::start(profile, version, &server.url(), 30_000).await;
         let rust = client(&server, Duration::from_secs(30)).await;

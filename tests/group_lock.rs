@@ -8,7 +8,7 @@ mod common;
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::java::{JavaPeer, NEWEST_VERSIONS};
+use common::java::{newest_versions, JavaPeer, NEWEST_VERSIONS};
 use common::*;
 use fred::prelude::*;
 use redisson_lock::naming::{kryo5_string, value_field};
@@ -293,7 +293,7 @@ async fn a_lost_acquire_reply_is_resolved_by_reading_the_values() {
 /// shared values, and wake each other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn java_and_rust_group_locks_share_values() {
-    for (profile, version) in NEWEST_VERSIONS {
+    for (profile, version) in newest_versions() {
         let server = RedisServer::start().await;
         let raw = server.raw().await;
         let java =

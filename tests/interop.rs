@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::java::{java_is_waiting, scripts_run, JavaPeer, VERSIONS};
+use common::java::{java_is_waiting, scripts_run, versions, JavaPeer};
 use common::*;
 use fred::prelude::*;
 use redisson_lock::{Holder, Ttl};
@@ -16,7 +16,7 @@ const LONG_LEASE_MS: u64 = 120_000;
 
 #[tokio::test]
 async fn java_unlock_wakes_a_rust_waiter_and_rust_unlock_wakes_a_java_waiter() {
-    for (profile, version) in VERSIONS {
+    for (profile, version) in versions() {
         let server = RedisServer::start().await;
         let java = JavaPeer::start(profile, version, &server.url(), 30_000).await;
         let rust = client(&server, Duration::from_secs(30)).await;
@@ -75,7 +75,7 @@ async fn java_unlock_wakes_a_rust_waiter_and_rust_unlock_wakes_a_java_waiter() {
 
 #[tokio::test]
 async fn each_side_reads_the_others_holds() {
-    for (profile, version) in VERSIONS {
+    for (profile, version) in versions() {
         let server = RedisServer::start().await;
         let java = JavaPeer::start(profile, version, &server.url(), 30_000).await;
         let rust = client(&server, Duration::from_secs(30)).await;
@@ -122,7 +122,7 @@ async fn each_side_reads_the_others_holds() {
 
 #[tokio::test]
 async fn java_acquires_only_after_rusts_third_unlock() {
-    for (profile, version) in VERSIONS {
+    for (profile, version) in versions() {
         let server = RedisServer::start().await;
         let java = JavaPeer::start(profile, version, &server.url(), 30_000).await;
         let rust = client(&server, Duration::from_secs(30)).await;
@@ -174,7 +174,7 @@ async fn java_acquires_only_after_rusts_third_unlock() {
 
 #[tokio::test]
 async fn each_watchdog_keeps_its_lock_past_three_timeouts_while_the_other_waits() {
-    for (profile, version) in VERSIONS {
+    for (profile, version) in versions() {
         let server = RedisServer::start().await;
         let java = JavaPeer::start(profile, version, &server.url(), 1_000).await;
         let rust = client(&server, Duration::from_secs(1)).await;
@@ -216,7 +216,7 @@ async fn each_watchdog_keeps_its_lock_past_three_timeouts_while_the_other_waits(
 
 #[tokio::test]
 async fn force_unlock_crosses_sides() {
-    for (profile, version) in VERSIONS {
+    for (profile, version) in versions() {
         let server = RedisServer::start().await;
         let java = JavaPeer::start(profile, version, &server.url(), 30_000).await;
         let rust = client(&server, Duration::from_secs(1)).await;
@@ -258,7 +258,7 @@ async fn force_unlock_crosses_sides() {
 
 #[tokio::test]
 async fn two_java_and_two_rust_clients_share_a_counter_without_overlap() {
-    for (profile, version) in VERSIONS {
+    for (profile, version) in versions() {
         let server = RedisServer::start().await;
         let url = server.url();
         let (java_a, java_b) = tokio::join!(
@@ -301,7 +301,7 @@ async fn two_java_and_two_rust_clients_share_a_counter_without_overlap() {
 
 #[tokio::test]
 async fn java_sees_one_field_per_owner_and_a_scoped_reentry_in_the_same_field() {
-    for (profile, version) in VERSIONS {
+    for (profile, version) in versions() {
         let server = RedisServer::start().await;
         let java = JavaPeer::start(profile, version, &server.url(), 30_000).await;
         let rust = client(&server, Duration::from_secs(30)).await;

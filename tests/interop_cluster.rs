@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::java::{java_listening, JavaPeer, NEWEST_VERSIONS, VERSIONS};
+use common::java::{java_listening, newest_versions, versions, JavaPeer, VERSIONS};
 use common::topology::{node_client, until, Cluster};
 use common::{command_calls, config, within};
 use fred::prelude::*;
@@ -39,7 +39,7 @@ async fn scripts_run(port: u16) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn java_and_rust_wake_each_other_on_a_cluster() {
     let cluster = Cluster::start().await;
-    for (profile, version) in VERSIONS {
+    for (profile, version) in versions() {
         // Redisson 4's AUTO mode picks sharded pub/sub where the nodes have it.
         let sharded = version.starts_with("4.") && cluster.sharded_pubsub().await;
         let name = format!("cluster-shared-{version}");
@@ -153,7 +153,7 @@ async fn one_subscriber(cluster: &Cluster, owner: u16, channel: &str, sharded: b
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_write_and_fair_locks_wake_across_sides_on_a_cluster() {
     let cluster = Cluster::start().await;
-    for (profile, version) in VERSIONS {
+    for (profile, version) in versions() {
         let sharded = version.starts_with("4.") && cluster.sharded_pubsub().await;
         let java = JavaPeer::start_cluster(profile, version, &cluster.addresses(), 30_000).await;
         let mut c = config(&cluster.url(), Duration::from_secs(30));
@@ -250,7 +250,7 @@ async fn shard_subscribers(owner: u16, channel: &str, n: i64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn semaphores_and_latches_wake_across_sides_on_a_cluster() {
     let cluster = Cluster::start().await;
-    for (profile, version) in NEWEST_VERSIONS {
+    for (profile, version) in newest_versions() {
         let java = JavaPeer::start_cluster(profile, version, &cluster.addresses(), 30_000).await;
         let mut c = config(&cluster.url(), Duration::from_secs(30));
         c.recheck_interval = Duration::from_secs(600);

@@ -10,7 +10,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::java::{JavaPeer, NEWEST_VERSIONS};
+use common::java::{newest_versions, JavaPeer};
 use common::{client, within, RedisServer};
 use fred::prelude::*;
 use redisson_lock::PermitId;
@@ -35,7 +35,7 @@ async fn java_waits(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn java_and_rust_share_a_semaphore_without_exceeding_it() {
-    for (profile, version) in NEWEST_VERSIONS {
+    for (profile, version) in newest_versions() {
         let server = RedisServer::start().await;
         let java = JavaPeer::start(profile, version, &server.url(), 30_000).await;
         let rust = client(&server, Duration::from_secs(30)).await;
@@ -87,7 +87,7 @@ async fn java_and_rust_share_a_semaphore_without_exceeding_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_of_n_on_one_side_wakes_n_waiters_on_the_other() {
-    for (profile, version) in NEWEST_VERSIONS {
+    for (profile, version) in newest_versions() {
         let server = RedisServer::start().await;
         let raw = server.raw().await;
         let java = JavaPeer::start(profile, version, &server.url(), 30_000).await;
@@ -151,7 +151,7 @@ async fn a_release_of_n_on_one_side_wakes_n_waiters_on_the_other() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expirable_permits_expire_and_release_across_sides() {
-    for (profile, version) in NEWEST_VERSIONS {
+    for (profile, version) in newest_versions() {
         let server = RedisServer::start().await;
         let java = JavaPeer::start(profile, version, &server.url(), 30_000).await;
         let rust = client(&server, Duration::from_secs(30)).await;
@@ -207,7 +207,7 @@ async fn expirable_permits_expire_and_release_across_sides() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn count_downs_open_awaits_on_the_other_side_and_a_new_count_rearms_java() {
-    for (profile, version) in NEWEST_VERSIONS {
+    for (profile, version) in newest_versions() {
         let server = RedisServer::start().await;
         let java = JavaPeer::start(profile, version, &server.url(), 30_000).await;
         let rust = client(&server, Duration::from_secs(30)).await;

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::java::{JavaPeer, VERSIONS};
+use common::java::{versions, JavaPeer, VERSIONS};
 use common::topology::until;
 use common::*;
 use fred::prelude::*;
@@ -146,7 +146,7 @@ async fn a_lease_applies_to_every_member_once_all_are_held() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn java_and_rust_multi_locks_over_the_same_members_exclude_each_other() {
-    for (profile, version) in VERSIONS {
+    for (profile, version) in versions() {
         let server = RedisServer::start().await;
         let java = JavaPeer::start(profile, version, &server.url(), 30_000).await;
         let rust = client(&server, Duration::from_secs(30)).await;

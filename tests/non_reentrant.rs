@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::java::{JavaPeer, NEWEST_VERSIONS};
+use common::java::{newest_versions, JavaPeer, NEWEST_VERSIONS};
 use common::*;
 use fred::prelude::*;
 use redisson_lock::kind::Kind;
@@ -260,7 +260,7 @@ async fn java_excludes<K: NonReentrant>(
 /// lock (the non-reentrant lock writes RLock's data).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_java_rlock_and_a_rust_non_reentrant_lock_exclude_each_other() {
-    for (profile, version) in NEWEST_VERSIONS {
+    for (profile, version) in newest_versions() {
         let server = RedisServer::start().await;
         let raw = server.raw().await;
         let java = JavaPeer::start(profile, version, &server.url(), 30_000).await;

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::java::{JavaPeer, NEWEST_VERSIONS};
+use common::java::{newest_versions, JavaPeer};
 use common::*;
 use fred::prelude::*;
 use redisson_lock::naming::{fair_queue_name, fair_timeout_name, token_name};
@@ -22,7 +22,7 @@ async fn existing(raw: &Client, keys: &[String]) -> i64 {
 /// holder of the other side finds its lock gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fair_lock_delete_removes_its_three_keys_as_javas_does() {
-    for (profile, version) in NEWEST_VERSIONS {
+    for (profile, version) in newest_versions() {
         let server = RedisServer::start().await;
         let raw = server.raw().await;
         let java = JavaPeer::start(profile, version, &server.url(), 30_000).await;
@@ -91,7 +91,7 @@ async fn a_fair_lock_delete_removes_its_three_keys_as_javas_does() {
 /// sequence then starts again at 1.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fenced_lock_token_and_delete_match_javas() {
-    for (profile, version) in NEWEST_VERSIONS {
+    for (profile, version) in newest_versions() {
         let server = RedisServer::start().await;
         let raw = server.raw().await;
         let java = JavaPeer::start(profile, version, &server.url(), 30_000).await;
@@ -135,7 +135,7 @@ async fn a_fenced_lock_token_and_delete_match_javas() {
 /// ends, and a refusal for an id that is not leased.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lease_time_reads_leases_as_javas_get_lease_time() {
-    for (profile, version) in NEWEST_VERSIONS {
+    for (profile, version) in newest_versions() {
         let server = RedisServer::start().await;
         let java = JavaPeer::start(profile, version, &server.url(), 30_000).await;
         let rust = client(&server, Duration::from_secs(30)).await;

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::java::{java_is_waiting, scripts_run, JavaPeer, VERSIONS};
+use common::java::{java_is_waiting, scripts_run, versions, JavaPeer, VERSIONS};
 use common::*;
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
@@ -56,7 +56,7 @@ async fn snapshot(raw: &Client, name: &str, client_id: &str) -> Snapshot {
 
 #[tokio::test]
 async fn each_step_leaves_the_state_redisson_leaves() {
-    for (profile, version) in VERSIONS {
+    for (profile, version) in versions() {
         let server = RedisServer::start().await;
         let raw = server.raw().await;
         let java = JavaPeer::start(profile, version, &server.url(), 30_000).await;
@@ -128,7 +128,7 @@ async fn each_step_leaves_the_state_redisson_leaves() {
 
 #[tokio::test]
 async fn readers_share_and_writers_exclude_across_java_and_rust() {
-    for (profile, version) in VERSIONS {
+    for (profile, version) in versions() {
         let server = RedisServer::start().await;
         let raw = server.raw().await;
         let java = JavaPeer::start(profile, version, &server.url(), 30_000).await;
@@ -369,7 +369,7 @@ async fn contend(client: &RedissonClient, rounds: usize, violations: &AtomicUsiz
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn java_and_rust_readers_and_writers_never_meet_a_writer() {
-    for (profile, version) in VERSIONS {
+    for (profile, version) in versions() {
         let server = RedisServer::start().await;
         let raw = server.raw().await;
         let java = JavaPeer::start(profile, version, &server.url(), 30_000).await;

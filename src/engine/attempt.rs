@@ -55,9 +55,6 @@ pub(crate) async fn acquire_once(
     slot_deadline: Option<Instant>,
 ) -> Result<Attempt> {
     let busy = call.engine.lifecycle.enter()?;
-    if let Some(refusal) = call.kind.refuse(call.engine, call.lock, owner) {
-        return Err(refusal);
-    }
     let Some(hold) = call
         .engine
         .holds
@@ -108,7 +105,7 @@ async fn acquire_locked(
             None => return Err(script::unexpected("acquire", &value)),
         },
         Err(e) if e.outcome_unknown() => {
-            let grant = Box::pin(resolve::acquire(call, hold, e)).await?;
+            let grant = Box::pin(resolve::unknown_acquire(call, hold, e)).await?;
             (grant, Synced::NotWaited)
         }
         Err(e) => return Err(call.acquire_error(e)),

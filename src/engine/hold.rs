@@ -226,8 +226,9 @@ impl Holds {
     ///
     /// [`Error::LockLost`] for a re-entry into a hold that was lost;
     /// [`Error::InvalidArgument`] when the owner holds the same field
-    /// through a kind with another protocol (see [`Holds::entry`]);
-    /// [`Error::Shutdown`] once the client closes.
+    /// through a kind with another protocol (see [`Holds::entry`]), or
+    /// holds what [`LockKind::refused_while_holding`] names; nothing is
+    /// sent then. [`Error::Shutdown`] once the client closes.
     pub(crate) async fn take(
         &self,
         kind: &'static dyn LockKind,
@@ -235,6 +236,16 @@ impl Holds {
         owner: OwnerId,
         slot_deadline: Option<Instant>,
     ) -> Result<Option<Arc<Hold>>> {
+        if let Some((other, why)) = kind.refused_while_holding() {
+            let holding = self
+                .get(other, name, owner)
+                .is_some_and(|hold| hold.count() > 0 && hold.kind().name() == other.name());
+            if holding {
+                return Err(Error::InvalidArgument(format!(
+                    "owner {owner} on `{name}`: {why}"
+                )));
+            }
+        }
         loop {
             let hold = self.entry(kind, name, owner);
             let slot = match slot_deadline {

@@ -117,15 +117,9 @@ pub(crate) trait LockKind: Send + Sync + 'static {
         &FIELD_RENEWAL
     }
 
-    /// Whether a waiter of this kind leaves state on Redis (a queue entry)
-    /// that it must clean up when it gives up.
-    fn queues(&self) -> bool {
-        false
-    }
-
     /// What a waiter that gives up (deadline passed, future dropped) runs to
-    /// leave no trace, when [`LockKind::queues`]: the fair lock's
-    /// `acquireFailed`.
+    /// leave no trace, for kinds whose waiters leave state on Redis (a queue
+    /// entry): the fair lock's `acquireFailed`.
     fn give_up(&self, _call: &Call) -> Option<ScriptCall> {
         None
     }
@@ -152,10 +146,11 @@ pub(crate) trait LockKind: Send + Sync + 'static {
         None
     }
 
-    /// Checked before an acquisition by an owner that already holds other
-    /// kinds of this lock (a reader asking for the write lock), for a
-    /// request that could never succeed.
-    fn refuse(&self, _engine: &Engine, _lock: &str, _owner: OwnerId) -> Option<Error> {
+    /// A kind of the same lock whose live hold by the same owner makes an
+    /// acquisition of this kind one that could never succeed, and why (a
+    /// reader asking for the write lock would wait for itself). Checked
+    /// before anything is sent (`Holds::take`).
+    fn refused_while_holding(&self) -> Option<(&'static dyn LockKind, &'static str)> {
         None
     }
 }

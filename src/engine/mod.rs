@@ -9,11 +9,14 @@
 //!
 //! | module | job |
 //! |---|---|
-//! | `raw` | `RawLock` (what objects wrap) and `Held` (what guards wrap); queries |
+//! | `raw` | `RawLock` (what objects wrap) and `Held` (what guards wrap) |
+//! | `queries` | what objects read about a lock: held, by whom, how often, TTL |
 //! | `wait` | the waiting loop: attempt, join the channel, sleep until a wake-up, TTL, deadline or shutdown |
-//! | `attempt` | one cancellation-safe acquire attempt, with lost-reply resolution |
-//! | `release` | one cancellation-safe release, replayed through the unlock latch |
-//! | `settle` | finishing what a caller abandoned; giving back untracked holds |
+//! | `attempt` | one acquire attempt of a prepared `kind::Call`: what the script did, whether to keep it, recording it |
+//! | `resolve` | what Redis holds when the client is not sure: lost replies read back, holds given back |
+//! | `release` | one release with the hold's slot: the unlock, then the books |
+//! | `unlock` | the kind's unlock (or undo) sent once, replayed through the unlock latch |
+//! | `settle` | cancel safety: finishing what a caller abandoned; a waiter's give-up |
 //! | `hub` | one subscription per channel per client, waking waiters per the kind's policy |
 //! | `watchdog` | one timer renewing every held lock, in batches per renewal and slot |
 //! | `hold`, `lease` | what this client holds, lease deadlines, the lost signal |
@@ -218,6 +221,15 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// Runs a read whose error stays untyped (it only ever becomes part of
+    /// another error, or a log line). See [`Engine::query`].
+    pub(crate) fn read<'a, T: 'a>(
+        &'a self,
+        call: impl std::future::Future<Output = std::result::Result<T, fred::error::Error>> + Send + 'a,
+    ) -> impl std::future::Future<Output = Result<T>> + 'a {
+        self.query(call, |e| e)
     }
 
     /// Runs a read (safe to send again), its error passed through

@@ -35,7 +35,9 @@ impl RawLock {
         self.engine.ensure_open()?;
         let field = self.field_of(owner);
         let call = self.call(&field, Duration::ZERO, Patience::Once);
-        let count = resolve::hold_count(&call, &self.engine.redis).await?;
+        let count = resolve::hold_count(&call, &self.engine.redis)
+            .await
+            .map_err(|e| self.wrong_type(e))?;
         Ok(count.clamp(0, u32::MAX as i64) as u32)
     }
 

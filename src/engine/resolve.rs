@@ -7,7 +7,6 @@
 //! Everything here runs with the hold's `ops` slot taken, so nothing else of
 //! that owner on that lock changes the count in between.
 
-use std::future::Future;
 use std::sync::Arc;
 
 use fred::interfaces::{HashesInterface, KeysInterface};
@@ -30,7 +29,11 @@ use crate::error::{Error, Result};
 /// Redisson); [`Error::OutcomeUnknown`] when the state cannot be read, or
 /// when the script ran for a fenced kind whose token cannot be read back (the
 /// hold is then given back).
-pub(crate) async fn acquire(call: &Call<'_>, hold: &Arc<Hold>, cause: Error) -> Result<Grant> {
+pub(crate) async fn unknown_acquire(
+    call: &Call<'_>,
+    hold: &Arc<Hold>,
+    cause: Error,
+) -> Result<Grant> {
     let unknown = |e: String| Error::OutcomeUnknown {
         operation: "acquire",
         name: call.lock.to_string(),
@@ -47,7 +50,9 @@ pub(crate) async fn acquire(call: &Call<'_>, hold: &Arc<Hold>, cause: Error) -> 
         let Some(key) = call.kind.token_key(call.lock) else {
             return Ok(Grant::Acquired { token: None });
         };
-        let token: Option<i64> = read(call, redis.get(key))
+        let token: Option<i64> = call
+            .engine
+            .read(redis.get(key))
             .await
             .map_err(|e| unknown(format!("then {e}")))?;
         if token.is_some() {
@@ -73,7 +78,9 @@ pub(crate) async fn acquire(call: &Call<'_>, hold: &Arc<Hold>, cause: Error) -> 
         // A re-entry that did not run: the lock is still ours alone.
         return Err(cause);
     }
-    let ttl: i64 = read(call, redis.pttl(call.key))
+    let ttl: i64 = call
+        .engine
+        .read(redis.pttl(call.key))
         .await
         .map_err(|e| unknown(format!("then {e}")))?;
     match ttl {
@@ -148,9 +155,9 @@ pub(crate) async fn hold_count<C: HashesInterface + Sync>(
     let mut fields = call.kind.count_fields(call.lock, call.field);
     let values: Vec<Option<String>> = if fields.len() == 1 {
         let one = fields.pop().expect("one field");
-        vec![read(call, redis.hget(call.key, one)).await?]
+        vec![call.engine.read(redis.hget(call.key, one)).await?]
     } else {
-        read(call, redis.hmget(call.key, fields)).await?
+        call.engine.read(redis.hmget(call.key, fields)).await?
     };
     Ok(call.kind.hold_count(call.field, &values))
 }
@@ -159,12 +166,4 @@ pub(crate) async fn hold_count<C: HashesInterface + Sync>(
 fn lease_ms_after_release(call: &Call<'_>, hold: &Hold) -> i64 {
     let lease = hold.lease_after_release(false, call.engine.config.lock_watchdog_timeout);
     lease.as_millis().min(i64::MAX as u128) as i64
-}
-
-/// Runs a read, typing its error.
-fn read<'a, T: 'a>(
-    call: &'a Call<'_>,
-    query: impl Future<Output = std::result::Result<T, fred::error::Error>> + Send + 'a,
-) -> impl Future<Output = Result<T>> + 'a {
-    call.engine.query(query, |e| call.wrong_type(e))
 }

@@ -15,12 +15,13 @@
 use std::sync::Arc;
 
 use crate::engine::hold::Hold;
-use crate::engine::kind::Patience;
+use crate::engine::kind::{Call, Patience};
 use crate::engine::lifecycle::Busy;
 use crate::engine::raw::{RawLock, Unlocked};
 use crate::engine::release::{release_locked, Slot};
 use crate::engine::request::Request;
 use crate::engine::resolve::give_back_untracked;
+use crate::engine::script::ScriptCall;
 use crate::error::{Error, Result};
 use crate::owner::OwnerId;
 
@@ -193,23 +194,28 @@ pub(crate) fn forget(lock: &RawLock, hold: &Arc<Hold>, watchdog: bool) {
     lock.engine.holds.retire_if_done(hold);
 }
 
-/// Runs the kind's give-up script for `owner`, who waited with `patience`
-/// and leaves without the lock, after anything of that owner still settling
-/// (it takes the owner's `ops` slot). Kinds without one send nothing.
-pub(crate) async fn give_up(lock: &RawLock, owner: OwnerId, patience: Patience) {
-    if !lock.kind.queues() {
-        return;
-    }
-    let field = lock.field_of(owner);
-    let lease = lock.engine.config.lock_watchdog_timeout;
-    let Some(call) = lock.kind.give_up(&lock.call(&field, lease, patience)) else {
-        return;
-    };
+/// What a waiter that leaves without the lock sends: its kind's give-up
+/// script (the fair lock leaves its queue), built with the acquisition's
+/// other scripts.
+struct GiveUp {
+    lock: RawLock,
+    owner: OwnerId,
+    script: ScriptCall,
+}
+
+/// Runs a give-up after anything of that owner still settling (it takes the
+/// owner's `ops` slot).
+async fn give_up(leave: GiveUp) {
+    let GiveUp {
+        lock,
+        owner,
+        script,
+    } = leave;
     let hold = lock.engine.holds.entry(lock.kind, &lock.name, owner);
     let Ok(slot) = hold.ops.acquire().await else {
         return;
     };
-    if let Err(e) = lock.engine.write(|| call.clone()).await {
+    if let Err(e) = lock.engine.write(|| script.clone()).await {
         tracing::warn!(lock = %lock.name, error = %e, "giving up a wait left a trace; it expires with its deadline");
     }
     lock.engine.holds.retire_if_done(&hold);
@@ -217,48 +223,45 @@ pub(crate) async fn give_up(lock: &RawLock, owner: OwnerId, patience: Patience) 
 }
 
 /// Gives up a wait when dropped while armed: a waiter that stops waiting
-/// (its future dropped) leaves nothing behind.
-pub(crate) struct GiveUpOnDrop {
-    lock: RawLock,
-    owner: OwnerId,
-    patience: Patience,
-    armed: bool,
-}
+/// (its future dropped) leaves nothing behind. Kinds without a give-up
+/// script arm nothing.
+pub(crate) struct GiveUpOnDrop(Option<GiveUp>);
 
 impl GiveUpOnDrop {
-    pub(crate) fn new(lock: &RawLock, owner: OwnerId, patience: Patience) -> Self {
-        GiveUpOnDrop {
+    /// Armed with the kind's give-up for `call` (the acquisition of `owner`
+    /// on `lock`), if it has one.
+    pub(crate) fn new(lock: &RawLock, call: &Call<'_>, owner: OwnerId) -> Self {
+        GiveUpOnDrop(call.kind.give_up(call).map(|script| GiveUp {
             lock: lock.clone(),
             owner,
-            patience,
-            armed: true,
-        }
+            script,
+        }))
     }
 
     /// Gives up now.
     pub(crate) async fn now(mut self) {
-        self.armed = false;
-        give_up(&self.lock, self.owner, self.patience).await;
+        if let Some(leave) = self.0.take() {
+            give_up(leave).await;
+        }
     }
 
     /// The wait ended with the lock: nothing to give up.
     pub(crate) fn disarm(mut self) {
-        self.armed = false;
+        self.0 = None;
     }
 }
 
 impl Drop for GiveUpOnDrop {
     fn drop(&mut self) {
-        if !self.armed || !self.lock.kind.queues() {
+        let Some(leave) = self.0.take() else {
             return;
-        }
+        };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let (lock, owner, patience) = (self.lock.clone(), self.owner, self.patience);
-        let busy = lock.engine.lifecycle.track();
+        let busy = leave.lock.engine.lifecycle.track();
         runtime.spawn(async move {
-            give_up(&lock, owner, patience).await;
+            give_up(leave).await;
             drop(busy);
         });
     }

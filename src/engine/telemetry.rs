@@ -183,28 +183,26 @@ pub(crate) fn renewed(
 
 /// A hold was found lost.
 pub(crate) fn lost(subject: Subject<'_>, reason: &'static str) {
-    tracing::warn!(
-        target: "redisson_lock",
-        lock = subject.lock,
-        owner = subject.owner.get(),
-        kind = subject.kind,
-        reason,
-        "lock lost"
-    );
+    warn_of(subject, reason, "lock lost");
     metrics::lost(subject.kind, reason);
 }
 
 /// A hold was put at risk (it was not before).
 pub(crate) fn at_risk(subject: Subject<'_>, reason: &'static str) {
+    warn_of(subject, reason, "lock at risk");
+    metrics::at_risk(subject.kind, reason);
+}
+
+/// The WARN event of a hold's signal.
+fn warn_of(subject: Subject<'_>, reason: &'static str, event: &'static str) {
     tracing::warn!(
         target: "redisson_lock",
         lock = subject.lock,
         owner = subject.owner.get(),
         kind = subject.kind,
         reason,
-        "lock at risk"
+        "{event}"
     );
-    metrics::at_risk(subject.kind, reason);
 }
 
 /// A hold count went from 0 to 1 (`true`) or from 1 to 0 (`false`).

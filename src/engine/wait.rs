@@ -166,19 +166,17 @@ pub(crate) async fn acquire(
     patience: Patience,
 ) -> Result<Option<Granted>> {
     let owner = lock.acquiring_owner();
+    let mut tally = Tally::default();
+    // Not boxed: a box here would allocate and copy the whole acquisition
+    // (fred's future included) on every call. What deepens callers' types
+    // (a multi lock's members) is boxed where it is nested instead.
+    let acquisition = acquire_traced(lock, owner, lease, patience, &mut tally);
     let trace = AcquireTrace::start(telemetry::Subject {
         kind: lock.kind.name(),
         lock: &lock.name,
         owner,
     });
-    let span = trace.span().clone();
-    let mut tally = Tally::default();
-    // Not boxed: a box here would allocate and copy the whole acquisition
-    // (fred's future included) on every call. What deepens callers' types
-    // (a multi lock's members) is boxed where it is nested instead.
-    let outcome = acquire_traced(lock, owner, lease, patience, &mut tally)
-        .instrument(span)
-        .await;
+    let outcome = acquisition.instrument(trace.span().clone()).await;
     let end = match &outcome {
         Ok(Some((held, _))) => AcquireEnd::Acquired(held.safety()),
         Ok(None) => AcquireEnd::TimedOut,
@@ -197,9 +195,10 @@ struct Tally {
 }
 
 impl Tally {
-    fn attempted(&mut self, attempt: &Result<Attempt>) {
+    /// Counts one attempt; `refused` when it found the lock taken.
+    fn attempted(&mut self, refused: bool) {
         self.attempts += 1;
-        if matches!(attempt, Ok(Attempt::Held(_))) && self.first_refusal.is_none() {
+        if refused && self.first_refusal.is_none() {
             self.first_refusal = Some(Instant::now());
         }
     }
@@ -227,7 +226,7 @@ async fn acquire_traced(
             // owner's previous operation to settle.
             let slot_deadline = Some(Instant::now() + engine.timeout());
             let attempt = acquire_once(lock, &call, owner, lease, watchdog, slot_deadline).await;
-            tally.attempted(&attempt);
+            tally.attempted(matches!(attempt, Ok(Attempt::Held(_))));
             return match attempt? {
                 Attempt::Acquired(held, token) => Ok(Some((held, token))),
                 Attempt::Held(_) => Ok(None),
@@ -244,7 +243,7 @@ async fn acquire_traced(
     };
     // From the first attempt on, the waiter may be queued (the fair lock):
     // leaving without the lock, in any way, must clean that up.
-    let give_up = GiveUpOnDrop::new(lock, owner, patience);
+    let give_up = GiveUpOnDrop::new(lock, &call, owner);
     let channel = lock
         .kind
         .channel(&lock.name, &field)
@@ -331,7 +330,8 @@ impl Attempts for LockAttempts<'_> {
             self.deadline,
         )
         .await;
-        self.tally.attempted(&attempt);
+        self.tally
+            .attempted(matches!(attempt, Ok(Attempt::Held(_))));
         if let Err(Error::NoPrimary(reason)) = &attempt {
             // A failover the sentinels do not agree on yet: nothing was
             // sent, so the waiter waits it out within its patience, and

@@ -234,10 +234,6 @@ impl LockKind for FairKind {
         force_unlock(engine, lock)
     }
 
-    fn queues(&self) -> bool {
-        true
-    }
-
     fn give_up(&self, call: &Call) -> Option<ScriptCall> {
         Some(give_up(call))
     }

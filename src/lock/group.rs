@@ -14,6 +14,10 @@
 //! To the engine, one value set of one group is one lock, named
 //! `group[h1,h2,...]` (the field ids sorted): that name identifies its holds,
 //! its scope and its errors, and [`LockKind::key`] maps it to the group.
+//!
+//! Longer than the other kinds' files: the group lock has a public API of
+//! its own (values, not one name), documented method by method; about 40%
+//! of the file is that rustdoc.
 
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -3,6 +3,10 @@
 //! lock). [`crate::RLock`], [`crate::RFairLock`], [`crate::ReadLock`] and
 //! [`crate::WriteLock`] are `Lock`s of their kind; each kind's file adds what
 //! only it has.
+//!
+//! Long for its documentation: the twenty methods every lock has each carry
+//! their `# Errors`, `# Cancel safety` and an example; some 60% of the file
+//! is rustdoc.
 
 use std::future::Future;
 use std::marker::PhantomData;

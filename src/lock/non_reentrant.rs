@@ -206,10 +206,6 @@ impl LockKind for NonReentrantFairKind {
         fair::force_unlock(engine, lock)
     }
 
-    fn queues(&self) -> bool {
-        true
-    }
-
     fn give_up(&self, call: &Call) -> Option<ScriptCall> {
         Some(fair::give_up(call))
     }

@@ -18,7 +18,7 @@ use crate::engine::hub::{UNLOCK_MESSAGE, WAKE_ALL_MESSAGE};
 use crate::engine::kind::{Call, LockKind, LockedWhen, Renewal};
 use crate::engine::script::{Latch, Script, ScriptCall};
 use crate::engine::Engine;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::lock::handle::{sealed, Kind, Lock};
 use crate::lock::{LockGuard, Ttl};
 use crate::naming;
@@ -389,17 +389,12 @@ impl LockKind for WriteKind {
         field.strip_suffix(":write")
     }
 
-    fn refuse(&self, engine: &Engine, lock: &str, owner: OwnerId) -> Option<Error> {
-        let reading = engine
-            .holds
-            .get(&READ, &Arc::from(lock), owner)
-            .is_some_and(|hold| hold.count() > 0 && hold.kind().name() == READ.name());
-        reading.then(|| {
-            Error::InvalidArgument(format!(
-                "owner {owner} holds the read lock of `{lock}` and asks for its write lock: a \
-                 reader cannot upgrade (it would wait for itself); release the read lock first"
-            ))
-        })
+    fn refused_while_holding(&self) -> Option<(&'static dyn LockKind, &'static str)> {
+        Some((
+            &READ,
+            "it holds the read lock and asks for the write lock: a reader cannot upgrade (it \
+             would wait for itself); release the read lock first",
+        ))
     }
 }
 

@@ -29,6 +29,11 @@
 //!   sentinel's announcements are tracked apart: a failover one sentinel
 //!   started is over when that sentinel says so, or when a poll of it shows
 //!   none.
+//!
+//! One file, longer than the others, on purpose: the polls, the majority
+//! rule and the announcements all read and write one view under
+//! construction, and apart they would share its fields across modules. A
+//! sixth of it is the majority rule's tests, at the bottom.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -14,6 +14,7 @@ use tokio::sync::oneshot;
 use super::within;
 
 /// The Redisson versions the suite runs against (Maven profile, version).
+/// Loop over [`versions`], which honours `INTEROP_REDISSON`.
 pub const VERSIONS: [(&str, &str); 2] = [("redisson-4", "4.7.0"), ("redisson-3", "3.16.4")];
 
 /// The newest 4.x and the last 3.x. For the fenced lock (3.19+), and for
@@ -23,6 +24,37 @@ pub const VERSIONS: [(&str, &str); 2] = [("redisson-4", "4.7.0"), ("redisson-3",
 /// Redisson bug that stalls Java-only fleets too; docs/interop.md).
 pub const NEWEST_VERSIONS: [(&str, &str); 2] =
     [("redisson-4", "4.7.0"), ("redisson-3-last", "3.52.0")];
+
+/// [`VERSIONS`], or those of them `INTEROP_REDISSON` names (a comma-separated
+/// list of versions, e.g. `4.7.0`): the server matrix runs the JVM peers at
+/// the newest Redisson only, the default server at every version.
+pub fn versions() -> Vec<(&'static str, &'static str)> {
+    chosen(&VERSIONS)
+}
+
+/// [`NEWEST_VERSIONS`], filtered as [`versions`].
+pub fn newest_versions() -> Vec<(&'static str, &'static str)> {
+    chosen(&NEWEST_VERSIONS)
+}
+
+fn chosen(all: &[(&'static str, &'static str)]) -> Vec<(&'static str, &'static str)> {
+    let wanted = std::env::var("INTEROP_REDISSON").unwrap_or_default();
+    let wanted: Vec<&str> = wanted
+        .split(',')
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .collect();
+    let kept: Vec<_> = all
+        .iter()
+        .copied()
+        .filter(|(_, version)| wanted.is_empty() || wanted.contains(version))
+        .collect();
+    assert!(
+        !kept.is_empty(),
+        "INTEROP_REDISSON={wanted:?} names none of the versions {all:?}"
+    );
+    kept
+}
 
 type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<Result<String, String>>>>>;
 

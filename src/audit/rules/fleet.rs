@@ -9,7 +9,6 @@ use fred::types::Value;
 use futures::future::join_all;
 
 use super::{secs, Ctx};
-use crate::audit::gather::Role;
 use crate::audit::link::{int, text, Link, Trouble};
 use crate::audit::report::{Finding, Severity};
 
@@ -71,12 +70,7 @@ struct Sample {
 }
 
 pub(crate) async fn check(ctx: &Ctx<'_>) -> Vec<Finding> {
-    let primaries: Vec<_> = ctx
-        .seen
-        .nodes
-        .iter()
-        .filter(|n| n.role == Role::Primary)
-        .collect();
+    let primaries: Vec<_> = ctx.seen.primaries().collect();
     let mut total = Sample::default();
     for node in primaries {
         let link = match &node.link {

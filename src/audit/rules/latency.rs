@@ -8,18 +8,12 @@ use futures::future::join_all;
 
 use super::permissions::PROBE_CHANNEL;
 use super::{secs, Ctx};
-use crate::audit::gather::Role;
 use crate::audit::link::int;
 use crate::audit::report::{DeploymentKind, Finding, Severity};
 
 pub(crate) async fn check(ctx: &Ctx<'_>) -> Vec<Finding> {
     let replicated = ctx.seen.kind != DeploymentKind::Single;
-    let primaries: Vec<_> = ctx
-        .seen
-        .nodes
-        .iter()
-        .filter(|n| n.role == Role::Primary)
-        .collect();
+    let primaries: Vec<_> = ctx.seen.primaries().collect();
     join_all(primaries.into_iter().map(|node| async move {
         let target = node.addr.as_str();
         let link = match &node.link {

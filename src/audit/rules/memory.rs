@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 
 use super::{bytes, Ctx};
-use crate::audit::gather::Role;
 use crate::audit::report::{Finding, Severity};
 
 /// Whether `policy` may evict a key that has a TTL: every lock key has one.
@@ -67,13 +66,13 @@ pub(crate) fn eviction(target: &str, info: &HashMap<String, String>) -> Finding 
 
 /// `eviction-policy` and `memory-usage` of every primary.
 pub(crate) fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
-    for node in ctx.seen.nodes.iter().filter(|n| n.role == Role::Primary) {
+    for node in ctx.seen.primaries() {
         match &node.info {
             Ok(info) => out.push(eviction(&node.addr, info)),
             Err(t) => out.push(Finding::unknown("eviction-policy", &node.addr, t)),
         }
     }
-    for node in ctx.seen.nodes.iter().filter(|n| n.role == Role::Primary) {
+    for node in ctx.seen.primaries() {
         out.push(usage(node.info.as_ref(), &node.addr));
     }
 }

@@ -11,7 +11,7 @@ use fred::types::Value;
 use futures::future::join_all;
 
 use super::Ctx;
-use crate::audit::gather::{NodeSeen, Role};
+use crate::audit::gather::NodeSeen;
 use crate::audit::link::{Limits, Link, Trouble};
 use crate::audit::report::{DeploymentKind, Finding, Severity};
 use crate::config::ShardedSubscriptionMode;
@@ -168,12 +168,7 @@ pub(crate) async fn check(ctx: &Ctx<'_>, base: &FredConfig, limits: Limits) -> V
             _ => sharded_available(ctx).await,
         };
     let user = base.username.clone().unwrap_or_else(|| "default".into());
-    let primaries: Vec<_> = ctx
-        .seen
-        .nodes
-        .iter()
-        .filter(|n| n.role == Role::Primary)
-        .collect();
+    let primaries: Vec<_> = ctx.seen.primaries().collect();
     join_all(
         primaries
             .into_iter()

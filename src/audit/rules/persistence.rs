@@ -2,14 +2,13 @@
 //! holders keep working on locks that are gone.
 
 use super::{secs, Ctx};
-use crate::audit::gather::Role;
 use crate::audit::report::{DeploymentKind, Finding, Severity};
 
 pub(crate) fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
     if ctx.seen.kind != DeploymentKind::Single {
         return;
     }
-    for node in ctx.seen.nodes.iter().filter(|n| n.role == Role::Primary) {
+    for node in ctx.seen.primaries() {
         out.push(one(ctx, node));
     }
 }

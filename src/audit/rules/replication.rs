@@ -4,7 +4,7 @@
 use futures::future::join_all;
 
 use super::{secs, Ctx};
-use crate::audit::gather::{attached_replicas, Role};
+use crate::audit::gather::attached_replicas;
 use crate::audit::report::{DeploymentKind, Finding, Severity};
 use crate::config::ReplicaQuorum;
 
@@ -69,7 +69,7 @@ pub(crate) fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
         DeploymentKind::Cluster => no_failover(ctx, out),
         _ => {}
     }
-    for node in ctx.seen.nodes.iter().filter(|n| n.role == Role::Primary) {
+    for node in ctx.seen.primaries() {
         out.push(lag(ctx, node));
     }
 }

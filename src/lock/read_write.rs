@@ -35,7 +35,7 @@ use crate::owner::OwnerId;
 /// owner. So a writer can take the read lock in its scope (Redisson's
 /// downgrade: when the write lock is then released, the lock stays
 /// read-locked); a reader asking for the write lock in its scope could never
-/// get it, and is refused with [`Error::InvalidArgument`] instead of waiting
+/// get it, and is refused with [`Error::InvalidArgument`](crate::Error::InvalidArgument) instead of waiting
 /// forever.
 ///
 /// ```no_run
@@ -96,7 +96,7 @@ impl RReadWriteLock {
     ///
     /// # Errors
     ///
-    /// [`Error::Connection`] / [`Error::Timeout`].
+    /// [`Error::Connection`](crate::Error::Connection) / [`Error::Timeout`](crate::Error::Timeout).
     ///
     /// # Cancel safety
     ///
@@ -117,7 +117,7 @@ impl RReadWriteLock {
     ///
     /// # Errors
     ///
-    /// [`Error::WrongType`] for a key that is not a lock hash; otherwise as
+    /// [`Error::WrongType`](crate::Error::WrongType) for a key that is not a lock hash; otherwise as
     /// [`RReadWriteLock::is_locked`].
     ///
     /// # Cancel safety

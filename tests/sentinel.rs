@@ -608,35 +608,7 @@ async fn the_connect_error_names_the_primary_the_sentinels_gave() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_closes_every_sentinel_connection() {
     let sentinel = Sentinel::start().await;
-    // (connections, subscribed connections) of the client named `id` on a
-    // sentinel: its connections name themselves, so the sentinels' own links
-    // to each other (which come and go as they discover each other) do not
-    // count.
-    let clients_on = |port: u16, id: String| async move {
-        let c = node_client(port).await;
-        let list: String = c
-            .custom(
-                fred::types::CustomCommand::new_static(
-                    "CLIENT",
-                    fred::types::ClusterHash::Random,
-                    false,
-                ),
-                vec!["LIST"],
-            )
-            .await
-            .unwrap();
-        let _ = c.quit().await;
-        let name = format!("name=redisson-lock:{id}:sentinel");
-        let ours: Vec<&str> = list
-            .lines()
-            .filter(|l| l.split(' ').any(|f| f == name))
-            .collect();
-        let subscribed = ours
-            .iter()
-            .filter(|l| l.split(' ').any(|f| f.starts_with("sub=") && f != "sub=0"))
-            .count();
-        (ours.len(), subscribed)
-    };
+    let clients_on = client_connections_on;
     for wait_for_subscriptions in [false, true] {
         let client = connect(&sentinel, true, Duration::from_secs(2)).await;
         let id = client.id().to_string();
@@ -669,4 +641,102 @@ async fn shutdown_closes_every_sentinel_connection() {
         })
         .await;
     }
+}
+
+/// (connections, subscribed connections) of the client `id` on the sentinel
+/// on `port`: its connections name themselves, so the sentinels' own links
+/// to each other (which come and go as they discover each other) do not
+/// count.
+async fn client_connections_on(port: u16, id: String) -> (usize, usize) {
+    let c = node_client(port).await;
+    let list: String = c
+        .custom(
+            fred::types::CustomCommand::new_static(
+                "CLIENT",
+                fred::types::ClusterHash::Random,
+                false,
+            ),
+            vec!["LIST"],
+        )
+        .await
+        .unwrap();
+    let _ = c.quit().await;
+    let name = format!("name=redisson-lock:{id}:sentinel");
+    let ours: Vec<&str> = list
+        .lines()
+        .filter(|l| l.split(' ').any(|f| f == name))
+        .collect();
+    let subscribed = ours
+        .iter()
+        .filter(|l| l.split(' ').any(|f| f.starts_with("sub=") && f != "sub=0"))
+        .count();
+    (ours.len(), subscribed)
+}
+
+/// One address in front of three sentinels (a Kubernetes Service gives
+/// one): the client finds the two it was not given (`SENTINEL SENTINELS`),
+/// asks them and listens to their announcements, so a failover one of them
+/// runs is heard. The failover suite's one-address row measures what that
+/// keeps safe.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_finds_and_follows_every_sentinel() {
+    let sentinel = Sentinel::start().await;
+    let client = RedissonClient::connect(config(&sentinel.url_of_first(), Duration::from_secs(2)))
+        .await
+        .expect("connect through one sentinel address");
+    let id = client.id().to_string();
+    common::topology::until("subscribed on every sentinel, listed or not", || async {
+        let mut all = true;
+        for s in &sentinel.sentinels {
+            all &= client_connections_on(s.port, id.clone()).await == (2, 1);
+        }
+        all
+    })
+    .await;
+    let guard = client.lock("found").unwrap().lock().await.unwrap();
+    assert!(guard.unlock().await.is_ok());
+    within("shutdown", client.shutdown()).await;
+}
+
+/// A majority of the sentinels is enough to connect, and one that failed
+/// at first is asked again: with one sentinel hung (it never answers, and
+/// the command timeout is longer than the connect timeout) and another
+/// restarting (its first answer a refused connection), the client connects
+/// once the restarted one answers, within its connect timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_needs_a_majority_and_asks_again() {
+    let mut sentinel = Sentinel::start().await;
+    sentinel.sentinels[1].kill().await;
+    sentinel.sentinels[0].freeze();
+    let mut c = config(&sentinel.url(), Duration::from_secs(2));
+    c.timeout = Duration::from_secs(6);
+    c.connect_timeout = Duration::from_secs(5);
+    let connecting = tokio::spawn(RedissonClient::connect(c));
+    // The restarted sentinel answers after the client's first try: the
+    // client has asked the third by then (its connection is named).
+    let asked = sentinel.sentinels[2].port;
+    common::topology::until("the client asked the sentinel that answers", || async {
+        let c = node_client(asked).await;
+        let list: String = c
+            .custom(
+                fred::types::CustomCommand::new_static(
+                    "CLIENT",
+                    fred::types::ClusterHash::Random,
+                    false,
+                ),
+                vec!["LIST"],
+            )
+            .await
+            .unwrap();
+        let _ = c.quit().await;
+        list.contains("name=redisson-lock:")
+    })
+    .await;
+    sentinel.sentinels[1].restart().await;
+    let connected = within("connect", connecting).await.unwrap();
+    sentinel.sentinels[0].thaw();
+    let client = connected.expect("two of three sentinels agree");
+    let guard = client.lock("majority").unwrap().lock().await.unwrap();
+    assert!(guard.unlock().await.is_ok());
+    within("shutdown", client.shutdown()).await;
 }

@@ -9,9 +9,18 @@
 //!   them all at once (at most twice a second). A sentinel that does not
 //!   answer (dead, hung, partitioned) is left alone for a while, doubling up
 //!   to 10 s, and logged once; nothing waits for it.
+//! * **Every sentinel of the deployment**, not only those the address lists:
+//!   each answer names the sentinel's peers (`SENTINEL SENTINELS`), and a
+//!   peer not known yet is asked and listened to from then on (as Redisson's
+//!   `sentinelsDiscovery`). One address in front of three sentinels (a
+//!   Kubernetes Service) would otherwise hear one sentinel, and miss a
+//!   failover another runs.
 //! * **A majority decides**, as in Sentinel itself: the primary is the one
 //!   named, at the newest configuration epoch, by a majority of the
-//!   configured sentinels among their recent answers. The view is *settled*
+//!   deployment's sentinels (as many as they count themselves:
+//!   `num-other-sentinels` + 1, the voters a failover needs a majority of)
+//!   among their recent answers, one vote per sentinel (`SENTINEL MYID`: two
+//!   addresses of one sentinel vote once). The view is *settled*
 //!   when that majority agrees and none of it flags the primary
 //!   `o_down` or `failover_in_progress`, and no sentinel has announced a
 //!   failover it has not ended. A minority (one sentinel behind, one that
@@ -64,11 +73,21 @@ const FAILOVER_MAX: Duration = Duration::from_secs(60);
 /// The longest a sentinel that did not answer is left alone.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
+/// At most this many sentinels are asked and listened to: a deployment that
+/// lists more (gone sentinels never reset) costs a connection each.
+const MAX_MEMBERS: usize = 16;
+
 /// One sentinel's answer: what it says of the primary and its replicas.
 #[derive(Debug, Clone)]
 struct Answer {
     primary: Address,
     epoch: u64,
+    /// The sentinel's run id (`SENTINEL MYID`, Redis 6.2 on), when it says.
+    id: Option<String>,
+    /// How many sentinels it counts in the deployment, itself included.
+    sentinels: usize,
+    /// The other sentinels it knows (`SENTINEL SENTINELS`).
+    peers: Vec<Address>,
     /// It flags the primary `o_down` or `failover_in_progress`.
     failing_over: bool,
     rule: SentinelPrimary,
@@ -105,7 +124,24 @@ pub(crate) struct SentinelView {
     pub(crate) others: u32,
 }
 
-/// What is known of one configured sentinel.
+/// One sentinel of the deployment: listed in the address, or named by one.
+struct Member {
+    address: Address,
+    /// Its command connection, behind its own lock, so a hung one holds up
+    /// nobody else.
+    link: Arc<tokio::sync::Mutex<Option<Client>>>,
+}
+
+impl Member {
+    fn new(address: Address) -> Self {
+        Member {
+            address,
+            link: Arc::new(tokio::sync::Mutex::new(None)),
+        }
+    }
+}
+
+/// What is known of one sentinel.
 #[derive(Default)]
 struct Known {
     answer: Option<Answer>,
@@ -142,28 +178,31 @@ impl Listener {
 pub(crate) struct Sentinels {
     /// The client's fred settings (credentials, TLS), pointed at one sentinel at a time.
     base: FredConfig,
-    hosts: Vec<Address>,
+    /// The sentinels known: those the address lists, then those they name.
+    /// Only ever grows (an index names one sentinel for good); `known` has
+    /// an entry for each, pushed first.
+    members: parking_lot::RwLock<Vec<Member>>,
     service: String,
     timeout: Duration,
     /// The name its connections give themselves (`CLIENT SETNAME`), so an
     /// operator (or a test) tells them from the sentinels' own links.
     connection_name: String,
     known: Mutex<Vec<Known>>,
-    /// One command connection per sentinel, each behind its own lock, so a
-    /// hung one holds up nobody else.
-    links: Vec<tokio::sync::Mutex<Option<Client>>>,
     view: watch::Sender<SentinelView>,
     /// Asks every sentinel now (rate-limited).
     refresh: Arc<Notify>,
     listeners: Mutex<Vec<Listener>>,
     poller: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// `listen` was called: a sentinel found later is listened to too.
+    listening: AtomicBool,
     stopped: AtomicBool,
 }
 
 impl Sentinels {
-    /// Connects to the sentinels of `hosts` for `service` and waits, at most
-    /// `limit`, until a majority names the primary. The sentinels that
-    /// answer first decide: a hung one is not waited for.
+    /// Connects to the sentinels of `hosts` (and those they name) for
+    /// `service` and waits, at most `limit`, until a majority names the
+    /// primary. The sentinels that answer first decide: a hung one is not
+    /// waited for, and one that failed is asked again meanwhile.
     pub(crate) async fn start(
         base: &FredConfig,
         hosts: Vec<(String, u16)>,
@@ -172,18 +211,18 @@ impl Sentinels {
         limit: Duration,
         connection_name: String,
     ) -> Result<Arc<Sentinels>> {
-        let hosts: Vec<Address> = hosts
-            .into_iter()
-            .map(|(host, port)| Address { host, port })
-            .collect();
+        let mut members: Vec<Member> = vec![];
+        for (host, port) in hosts {
+            let address = Address { host, port };
+            if !members.iter().any(|m| m.address == address) {
+                members.push(Member::new(address));
+            }
+        }
+        let listed = members.len();
         let sentinels = Arc::new(Sentinels {
             base: base.clone(),
-            known: Mutex::new(hosts.iter().map(|_| Known::default()).collect()),
-            links: hosts
-                .iter()
-                .map(|_| tokio::sync::Mutex::new(None))
-                .collect(),
-            hosts,
+            known: Mutex::new(members.iter().map(|_| Known::default()).collect()),
+            members: parking_lot::RwLock::new(members),
             service,
             timeout,
             connection_name,
@@ -191,29 +230,38 @@ impl Sentinels {
             refresh: Arc::new(Notify::new()),
             listeners: Mutex::new(vec![]),
             poller: Mutex::new(None),
+            listening: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
         });
         let mut view = sentinels.view.subscribe();
-        for index in 0..sentinels.hosts.len() {
+        for index in 0..listed {
             sentinels.clone().spawn_poll(index);
         }
-        let found = tokio::time::timeout(limit, async {
-            view.wait_for(|v| v.primary.is_some()).await.is_ok()
-        })
-        .await;
-        if found != Ok(true) {
-            let why = sentinels.describe();
-            sentinels.quit().await;
-            return Err(Error::connection(format!(
-                "no majority of the sentinels named a primary for `{}` within {limit:?} ({why})",
-                sentinels.service
-            )));
-        }
+        // Polling in turn from the start: a sentinel whose first answer was
+        // an error (a restart, `LOADING`) is asked again within the limit.
         let poller = tokio::spawn(poll_in_turn(
             Arc::downgrade(&sentinels),
             sentinels.refresh.clone(),
         ));
         *sentinels.poller.lock() = Some(poller);
+        let found = tokio::time::timeout(limit, async {
+            view.wait_for(|v| v.primary.is_some()).await.is_ok()
+        })
+        .await;
+        if found != Ok(true) {
+            let counted = sentinels.view.borrow().unsettled.clone();
+            let why = sentinels.describe();
+            sentinels.quit().await;
+            return Err(Error::connection(format!(
+                "no majority of the sentinels named a primary for `{}` within {limit:?} ({}; {why}). \
+                 Every sentinel of the deployment counts (as many as they count themselves): \
+                 list reachable addresses of a majority of them, and run `SENTINEL RESET {}` \
+                 on each if they still count sentinels that are gone",
+                sentinels.service,
+                counted.unwrap_or_else(|| "no sentinel answered".to_string()),
+                sentinels.service,
+            )));
+        }
         Ok(sentinels)
     }
 
@@ -228,16 +276,54 @@ impl Sentinels {
         self.refresh.notify_one();
     }
 
-    /// A majority of the configured sentinels.
-    fn majority(&self) -> usize {
-        self.hosts.len() / 2 + 1
+    /// How many sentinels are known (listed and found).
+    fn count(&self) -> usize {
+        self.members.read().len()
+    }
+
+    /// Sentinel `index`'s address.
+    fn address(&self, index: usize) -> Address {
+        self.members.read()[index].address.clone()
+    }
+
+    /// Sentinel `index`'s command connection.
+    fn link(&self, index: usize) -> Arc<tokio::sync::Mutex<Option<Client>>> {
+        self.members.read()[index].link.clone()
+    }
+
+    /// Sentinels that `peers` names and that are not known yet are asked
+    /// now, and listened to if the client listens.
+    fn discover(self: &Arc<Self>, peers: &[Address]) {
+        let added: Vec<usize> = {
+            let mut known = self.known.lock();
+            let mut members = self.members.write();
+            let mut added = vec![];
+            for peer in peers {
+                if members.len() >= MAX_MEMBERS || members.iter().any(|m| m.address == *peer) {
+                    continue;
+                }
+                tracing::info!(sentinel = %peer, "found a sentinel the address does not list; it is asked and listened to as well");
+                known.push(Known::default());
+                members.push(Member::new(peer.clone()));
+                added.push(members.len() - 1);
+            }
+            added
+        };
+        for index in added {
+            self.clone().spawn_poll(index);
+            if self.listening.load(Ordering::Acquire) {
+                self.listen_to(index);
+            }
+        }
     }
 
     /// What every sentinel last said, for an error message.
     fn describe(&self) -> String {
         let known = self.known.lock();
-        self.hosts
+        let members = self.members.read();
+        members
             .iter()
+            .map(|m| &m.address)
             .zip(known.iter())
             .map(|(host, k)| match (&k.answer, &k.failing) {
                 (_, Some((why, _))) => format!("{host}: {why}"),
@@ -253,7 +339,7 @@ impl Sentinels {
     /// sentinel hung the others' answers stay as fresh as with all three.
     fn next_to_poll(&self, from: usize) -> usize {
         let known = self.known.lock();
-        let n = self.hosts.len();
+        let n = self.count();
         let now = Instant::now();
         (0..n)
             .map(|i| (from + i) % n)
@@ -300,12 +386,13 @@ impl Sentinels {
 
     /// Asks sentinel `index`, connecting first if needed.
     async fn ask(&self, index: usize) -> Result<Answer> {
+        let link = self.link(index);
         let client = {
-            let mut link = self.links[index].lock().await;
+            let mut link = link.lock().await;
             match link.as_ref() {
                 Some(client) => client.clone(),
                 None => {
-                    let client = self.connect(&self.hosts[index]).await?;
+                    let client = self.connect(&self.address(index)).await?;
                     if self.stopped.load(Ordering::Acquire) {
                         // Shut down meanwhile: no connection outlives it.
                         let _ = client.quit().await;
@@ -325,7 +412,7 @@ impl Sentinels {
 
     /// Closes sentinel `index`'s command connection (in the background).
     fn drop_link(&self, index: usize) {
-        if let Ok(mut link) = self.links[index].try_lock() {
+        if let Ok(mut link) = self.link(index).try_lock() {
             if let Some(client) = link.take() {
                 let timeout = self.timeout;
                 tokio::spawn(async move {
@@ -335,8 +422,9 @@ impl Sentinels {
         }
     }
 
-    fn record(&self, index: usize, asked_at: Instant, answer: Result<Answer>) {
-        let host = &self.hosts[index];
+    fn record(self: &Arc<Self>, index: usize, asked_at: Instant, answer: Result<Answer>) {
+        let host = &self.address(index);
+        let peers = answer.as_ref().map(|a| a.peers.clone()).unwrap_or_default();
         {
             let mut known = self.known.lock();
             let k = &mut known[index];
@@ -366,6 +454,7 @@ impl Sentinels {
             }
         }
         self.publish();
+        self.discover(&peers);
     }
 
     /// Recomputes the view from what every sentinel said, and publishes it
@@ -374,13 +463,7 @@ impl Sentinels {
         let previous = self.view.borrow().primary.clone();
         let view = {
             let known = self.known.lock();
-            judge(
-                &known,
-                self.majority(),
-                previous,
-                self.timeout,
-                self.hosts.len(),
-            )
+            judge(&known, previous, self.timeout)
         };
         self.view.send_if_modified(|current| {
             let changed = *current != view;
@@ -434,11 +517,23 @@ impl Sentinels {
             )
         };
         let map_err = |e: fred::error::Error| Error::from_redis(&e, self.timeout);
-        let (master, replicas) = tokio::join!(
+        let (master, replicas, peers, id) = tokio::join!(
             sentinel(vec!["MASTER", &self.service]),
-            sentinel(vec!["REPLICAS", &self.service])
+            sentinel(vec!["REPLICAS", &self.service]),
+            sentinel(vec!["SENTINELS", &self.service]),
+            sentinel(vec!["MYID"]),
         );
         let (master, replicas) = (master.map_err(map_err)?, replicas.map_err(map_err)?);
+        // Both optional: without them (an ACL, Redis 6.0 has no MYID) the
+        // sentinels are the listed ones, and each address votes apart.
+        let peers = match peers {
+            Ok(peers) => peer_list(&peers),
+            Err(e) => {
+                tracing::debug!(error = %e, "SENTINEL SENTINELS refused: only the listed sentinels are asked");
+                vec![]
+            }
+        };
+        let id = id.ok().and_then(|id| id.as_string());
         let fields = field_map(&master);
         let host = fields.get("ip").cloned();
         let port = fields.get("port").and_then(|p| p.parse().ok());
@@ -453,6 +548,9 @@ impl Sentinels {
         Ok(Answer {
             primary: Address { host, port },
             epoch: number("config-epoch").unwrap_or(0),
+            id,
+            sentinels: number("num-other-sentinels").map_or(1, |n| n as usize + 1),
+            peers,
             failing_over: flags
                 .split(',')
                 .any(|f| matches!(f, "failover_in_progress" | "o_down")),
@@ -466,44 +564,54 @@ impl Sentinels {
     }
 
     /// Subscribes to every sentinel's announcements, for the life of the
-    /// client. A sentinel that cannot be reached now is subscribed to once
-    /// it can.
+    /// client (those found later too). A sentinel that cannot be reached now
+    /// is subscribed to once it can.
     pub(crate) fn listen(self: &Arc<Self>) {
-        let mut listeners = self.listeners.lock();
-        for (index, host) in self.hosts.iter().enumerate() {
-            let mut config = self.config_for(host);
-            // Keep trying a sentinel that is down now.
-            config.fail_fast = false;
-            let Ok(subscriber) = Builder::from_config(config)
-                .with_connection_config(|c| {
-                    c.connection_timeout = self.timeout;
-                    c.internal_command_timeout = self.timeout;
-                })
-                .with_performance_config(|p| p.default_command_timeout = self.timeout)
-                .set_policy(ReconnectPolicy::new_exponential(0, 100, 5_000, 2))
-                .build_subscriber_client()
-            else {
-                continue;
-            };
-            // Subscribed to before connecting, so the first connection's
-            // event is not missed.
-            let connections = subscriber.reconnect_rx();
-            let messages = subscriber.message_rx();
-            let connection = subscriber.connect();
-            let follower = tokio::spawn(follow(
-                subscriber.clone(),
-                connections,
-                messages,
-                index,
-                Arc::downgrade(self),
-                self.connection_name.clone(),
-            ));
-            listeners.push(Listener {
-                subscriber,
-                connection,
-                follower,
-            });
+        self.listening.store(true, Ordering::Release);
+        for index in 0..self.count() {
+            self.listen_to(index);
         }
+    }
+
+    /// Subscribes to sentinel `index`'s announcements.
+    fn listen_to(self: &Arc<Self>, index: usize) {
+        let mut config = self.config_for(&self.address(index));
+        // Keep trying a sentinel that is down now.
+        config.fail_fast = false;
+        let Ok(subscriber) = Builder::from_config(config)
+            .with_connection_config(|c| {
+                c.connection_timeout = self.timeout;
+                c.internal_command_timeout = self.timeout;
+            })
+            .with_performance_config(|p| p.default_command_timeout = self.timeout)
+            .set_policy(ReconnectPolicy::new_exponential(0, 100, 5_000, 2))
+            .build_subscriber_client()
+        else {
+            return;
+        };
+        // Checked under the lock `quit` drains: no listener outlives it.
+        let mut listeners = self.listeners.lock();
+        if self.stopped.load(Ordering::Acquire) {
+            return;
+        }
+        // Subscribed to before connecting, so the first connection's
+        // event is not missed.
+        let connections = subscriber.reconnect_rx();
+        let messages = subscriber.message_rx();
+        let connection = subscriber.connect();
+        let follower = tokio::spawn(follow(
+            subscriber.clone(),
+            connections,
+            messages,
+            index,
+            Arc::downgrade(self),
+            self.connection_name.clone(),
+        ));
+        listeners.push(Listener {
+            subscriber,
+            connection,
+            follower,
+        });
     }
 
     /// A sentinel announced `event` for this service.
@@ -513,9 +621,9 @@ impl Sentinels {
         if FAILOVER_EVENTS.contains(&event) {
             self.known.lock()[index].announced = starts.then(Instant::now);
             if ended {
-                tracing::info!(%event, sentinel = %self.hosts[index], "sentinel: failover over");
+                tracing::info!(%event, sentinel = %self.address(index), "sentinel: failover over");
             } else {
-                tracing::info!(%event, sentinel = %self.hosts[index], "sentinel: failover under way; lock writes are not confirmed until it ends");
+                tracing::info!(%event, sentinel = %self.address(index), "sentinel: failover under way; lock writes are not confirmed until it ends");
             }
             self.publish();
         }
@@ -532,12 +640,26 @@ impl Sentinels {
         for listener in listeners {
             listener.stop().await;
         }
-        for link in &self.links {
-            // A poll in flight holds its link for at most the command
-            // timeout; it makes no new one once stopped.
-            if let Ok(mut link) = tokio::time::timeout(self.timeout, link.lock()).await {
-                if let Some(client) = link.take() {
+        let links: Vec<_> = self.members.read().iter().map(|m| m.link.clone()).collect();
+        for link in links {
+            let held = link.try_lock().ok().map(|mut l| l.take());
+            match held {
+                Some(Some(client)) => {
                     let _ = tokio::time::timeout(self.timeout, client.quit()).await;
+                }
+                Some(None) => {}
+                // A poll is connecting (a hung sentinel holds it for the
+                // command timeout): its connection is closed when it is
+                // made, without holding the shutdown up.
+                None => {
+                    let timeout = self.timeout;
+                    tokio::spawn(async move {
+                        if let Ok(mut link) = tokio::time::timeout(timeout, link.lock()).await {
+                            if let Some(client) = link.take() {
+                                let _ = tokio::time::timeout(timeout, client.quit()).await;
+                            }
+                        }
+                    });
                 }
             }
         }
@@ -553,9 +675,10 @@ impl Drop for Sentinels {
         }
         let listeners: Vec<_> = self.listeners.get_mut().drain(..).collect();
         let clients: Vec<Client> = self
-            .links
-            .iter_mut()
-            .filter_map(|l| l.get_mut().take())
+            .members
+            .get_mut()
+            .iter()
+            .filter_map(|m| m.link.try_lock().ok()?.take())
             .collect();
         if listeners.is_empty() && clients.is_empty() {
             return;
@@ -598,7 +721,7 @@ async fn poll_in_turn(sentinels: std::sync::Weak<Sentinels>, refresh: Arc<Notify
             return;
         }
         if forced {
-            for index in 0..s.hosts.len() {
+            for index in 0..s.count() {
                 s.clone().spawn_poll(index);
             }
         } else {
@@ -618,34 +741,53 @@ fn fresh_for(sentinels: usize, timeout: Duration) -> Duration {
 }
 
 /// The view from what each sentinel last said.
-fn judge(
-    known: &[Known],
-    majority: usize,
-    previous: Option<Address>,
-    timeout: Duration,
-    configured: usize,
-) -> SentinelView {
-    let fresh_for = fresh_for(configured, timeout);
-    let fresh: Vec<&Answer> = known
+fn judge(known: &[Known], previous: Option<Address>, timeout: Duration) -> SentinelView {
+    let fresh_for = fresh_for(known.len(), timeout);
+    let mut fresh: Vec<&Answer> = known
         .iter()
         .filter_map(|k| k.answer.as_ref())
         .filter(|a| a.at.elapsed() < fresh_for)
         .collect();
+    // One vote per sentinel: an address that leads to a sentinel already
+    // answering under another (a Service in front of them) counts once.
+    fresh.sort_by_key(|a| std::cmp::Reverse(a.at));
+    let mut voted = std::collections::HashSet::new();
+    fresh.retain(|a| a.id.as_ref().is_none_or(|id| voted.insert(id.clone())));
+    // A majority of the deployment's sentinels, as they count themselves:
+    // Sentinel authorises a failover by a majority of the sentinels it
+    // knows, whatever the client's address lists.
+    let deployment = fresh
+        .iter()
+        .map(|a| a.sentinels)
+        .max()
+        .unwrap_or(0)
+        .max(fresh.len())
+        .max(1);
+    let majority = deployment / 2 + 1;
     let announced = known.iter().any(|k| {
         k.announced
             .is_some_and(|since| since.elapsed() < FAILOVER_MAX)
     });
-    let newest = fresh.iter().max_by_key(|a| a.epoch);
-    let agreeing: Vec<&&Answer> = match newest {
-        Some(n) => fresh
+    // At the newest epoch, the primary most of them name (never the order
+    // the answers came in: two naming P and one Q name P).
+    let newest = fresh.iter().map(|a| a.epoch).max();
+    let at_newest: Vec<&Answer> = fresh
+        .iter()
+        .copied()
+        .filter(|a| Some(a.epoch) == newest)
+        .collect();
+    let naming = |p: &Address| at_newest.iter().filter(|a| a.primary == *p).count();
+    let agreeing: Vec<&Answer> = match at_newest.iter().max_by_key(|a| naming(&a.primary)) {
+        Some(best) => at_newest
             .iter()
-            .filter(|a| a.epoch == n.epoch && a.primary == n.primary)
+            .copied()
+            .filter(|a| a.primary == best.primary)
             .collect(),
         None => vec![],
     };
     let named = agreeing.len() >= majority;
     let primary = if named {
-        newest.map(|n| n.primary.clone())
+        agreeing.first().map(|n| n.primary.clone())
     } else {
         previous
     };
@@ -672,7 +814,7 @@ fn judge(
         .count() as u32;
     let unsettled = if !named {
         Some(format!(
-            "{} of {configured} sentinels agree on the primary; {majority} needed",
+            "{} of the deployment's {deployment} sentinels agree on the primary; {majority} needed",
             agreeing.len()
         ))
     } else if agreeing.iter().any(|a| a.failing_over) {
@@ -711,9 +853,17 @@ async fn follow(
                     // takes no other command).
                     let _ = subscriber.client_setname(&connection_name).await;
                     let channels: Vec<&str> = FAILOVER_EVENTS.iter().chain(CHANGES.iter()).copied().collect();
-                    if let Err(e) = subscriber.subscribe(channels).await {
-                        if !std::mem::replace(&mut warned, true) {
-                            tracing::warn!(error = %e, "cannot follow a sentinel's announcements; the polled view alone tells failovers");
+                    match subscriber.subscribe(channels).await {
+                        // What it announced while not subscribed is missed:
+                        // every sentinel is asked now instead.
+                        Ok(()) => match sentinels.upgrade() {
+                            Some(s) => s.refresh(),
+                            None => return,
+                        },
+                        Err(e) => {
+                            if !std::mem::replace(&mut warned, true) {
+                                tracing::warn!(error = %e, "cannot follow a sentinel's announcements; the polled view alone tells failovers");
+                            }
                         }
                     }
                 }
@@ -819,6 +969,23 @@ fn replica_list(reply: &Value) -> Vec<SentinelReplica> {
         .collect()
 }
 
+/// Reads `SENTINEL SENTINELS`: each other sentinel's address.
+fn peer_list(reply: &Value) -> Vec<Address> {
+    let Value::Array(peers) = reply else {
+        return vec![];
+    };
+    peers
+        .iter()
+        .filter_map(|p| {
+            let f = field_map(p);
+            Some(Address {
+                host: f.get("ip")?.clone(),
+                port: f.get("port")?.parse().ok()?,
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -830,6 +997,9 @@ mod tests {
                 port: primary,
             },
             epoch,
+            id: None,
+            sentinels: 3,
+            peers: vec![],
             failing_over,
             rule: SentinelPrimary {
                 down_after_ms: 30_000,
@@ -868,10 +1038,8 @@ mod tests {
                 known(None),
                 known(Some(answer(7000, 1, false, &r))),
             ],
-            2,
             None,
             T,
-            3,
         );
         assert_eq!(view.primary.as_ref().map(|a| a.port), Some(7000));
         assert!(view.settled, "{view:?}");
@@ -883,10 +1051,8 @@ mod tests {
                 known(Some(answer(7001, 2, false, &r))),
                 known(Some(answer(7001, 2, false, &r))),
             ],
-            2,
             None,
             T,
-            3,
         );
         assert_eq!(view.primary.as_ref().map(|a| a.port), Some(7001));
         assert!(view.settled);
@@ -901,10 +1067,8 @@ mod tests {
                 known(Some(answer(7001, 2, false, &r))),
                 known(None),
             ],
-            2,
             previous,
             T,
-            3,
         );
         assert_eq!(view.primary.as_ref().map(|a| a.port), Some(7000));
         assert!(!view.settled);
@@ -915,17 +1079,109 @@ mod tests {
                 known(Some(answer(7000, 1, false, &r))),
                 known(None),
             ],
-            2,
             None,
             T,
-            3,
         );
         assert!(!view.settled);
     }
 
     #[test]
+    fn the_majority_is_of_the_deployment_and_one_vote_per_sentinel() {
+        let r = [("127.0.0.1:7001", 100)];
+        // The address lists one sentinel of three: its word alone is not a
+        // majority of the deployment (it was of the address list).
+        let view = judge(&[known(Some(answer(7000, 1, false, &r)))], None, T);
+        assert!(view.primary.is_none() && !view.settled, "{view:?}");
+        assert_eq!(
+            view.unsettled.as_deref(),
+            Some("1 of the deployment's 3 sentinels agree on the primary; 2 needed")
+        );
+        // Two addresses of one sentinel (a Service, and the sentinel it
+        // leads to) vote once.
+        let with_id = |id: &str| Answer {
+            id: Some(id.into()),
+            ..answer(7000, 1, false, &r)
+        };
+        let view = judge(
+            &[known(Some(with_id("a"))), known(Some(with_id("a")))],
+            None,
+            T,
+        );
+        assert!(!view.settled, "{view:?}");
+        let view = judge(
+            &[
+                known(Some(with_id("a"))),
+                known(Some(with_id("a"))),
+                known(Some(with_id("b"))),
+            ],
+            None,
+            T,
+        );
+        assert!(view.settled, "{view:?}");
+        // Sentinels that count more of themselves raise the bar.
+        let five = Answer {
+            sentinels: 5,
+            ..answer(7000, 1, false, &r)
+        };
+        let view = judge(
+            &[known(Some(five.clone())), known(Some(five.clone()))],
+            None,
+            T,
+        );
+        assert!(!view.settled, "2 of 5: {view:?}");
+    }
+
+    #[test]
+    fn a_tie_at_the_newest_epoch_goes_to_the_most_named_primary() {
+        let r = [("127.0.0.1:7001", 100)];
+        // Whatever the order of their answers.
+        for order in [[0, 1, 2], [2, 0, 1], [1, 2, 0]] {
+            let answers = [
+                answer(7000, 4, false, &r),
+                answer(7000, 4, false, &r),
+                answer(7002, 4, false, &r),
+            ];
+            let known: Vec<Known> = order
+                .iter()
+                .map(|&i| known(Some(answers[i].clone())))
+                .collect();
+            let view = judge(&known, None, T);
+            assert_eq!(
+                view.primary.as_ref().map(|a| a.port),
+                Some(7000),
+                "{order:?}"
+            );
+            assert!(view.settled, "{order:?}: {view:?}");
+        }
+    }
+
+    #[test]
+    fn sentinels_are_read_from_sentinel_replies() {
+        let reply = Value::Array(vec![
+            Value::Array(vec![
+                "name".into(),
+                "abc".into(),
+                "ip".into(),
+                "127.0.0.1".into(),
+                "port".into(),
+                "26380".into(),
+            ]),
+            Value::Array(vec!["ip".into(), "10.0.0.1".into()]),
+        ]);
+        assert_eq!(
+            peer_list(&reply),
+            [Address {
+                host: "127.0.0.1".into(),
+                port: 26380
+            }]
+        );
+        assert!(peer_list(&Value::Null).is_empty());
+    }
+
+    #[test]
     fn a_replica_counts_at_the_best_the_majority_says() {
         // Sentinel A has not heard from 7002 for 6 s; B heard 0.1 s ago.
+        let two = |a: Answer| Answer { sentinels: 2, ..a };
         let a = answer(
             7000,
             1,
@@ -938,10 +1194,10 @@ mod tests {
             false,
             &[("127.0.0.1:7001", 100), ("127.0.0.1:7002", 100)],
         );
-        let view = judge(&[known(Some(a.clone())), known(Some(b))], 2, None, T, 2);
+        let view = judge(&[known(Some(two(a.clone()))), known(Some(two(b)))], None, T);
         assert_eq!(view.promotable, 2);
         // Both agree it is silent: it no longer counts.
-        let view = judge(&[known(Some(a.clone())), known(Some(a))], 2, None, T, 2);
+        let view = judge(&[known(Some(two(a.clone()))), known(Some(two(a)))], None, T);
         assert_eq!(view.promotable, 1);
     }
 

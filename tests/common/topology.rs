@@ -908,6 +908,15 @@ impl Sentinel {
         url
     }
 
+    /// `redis-sentinel://` URL naming the first sentinel only, as one
+    /// address in front of them all does.
+    pub fn url_of_first(&self) -> String {
+        format!(
+            "redis-sentinel://127.0.0.1:{}?sentinelServiceName={SERVICE}",
+            self.sentinels[0].port
+        )
+    }
+
     /// The primary's port as the first sentinel reports it.
     pub async fn primary_port(&self) -> u16 {
         let c = node_client(self.sentinels[0].port).await;
@@ -943,7 +952,12 @@ impl Sentinel {
 
     /// Runs `SENTINEL <args>` on the first sentinel.
     pub async fn on_sentinels_first(&self, args: &[&str]) {
-        let c = node_client(self.sentinels[0].port).await;
+        self.on_sentinel(0, args).await
+    }
+
+    /// Runs `SENTINEL <args>` on sentinel `index`.
+    pub async fn on_sentinel(&self, index: usize, args: &[&str]) {
+        let c = node_client(self.sentinels[index].port).await;
         let _: Value = c
             .custom(
                 CustomCommand::new_static("SENTINEL", ClusterHash::Random, false),

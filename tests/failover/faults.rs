@@ -60,15 +60,31 @@ pub enum Injected {
 }
 
 pub enum Deployment {
-    Sentinel(Box<Sentinel>),
+    Sentinel(Box<Sentinel>, Listing),
     Cluster(Cluster),
+}
+
+/// Which sentinels the clients' address lists.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Listing {
+    /// All three.
+    Every,
+    /// The first one only, as one address in front of the sentinels (a
+    /// Kubernetes Service) gives them; every failover is run by one the
+    /// address does not list.
+    One,
 }
 
 impl Deployment {
     /// Sentinel, every data node behind a proxy that can cut its
     /// replication links.
     pub async fn sentinel() -> Self {
-        Deployment::Sentinel(Box::new(Sentinel::start_proxied().await))
+        Deployment::Sentinel(Box::new(Sentinel::start_proxied().await), Listing::Every)
+    }
+
+    /// Sentinel, the clients' address listing one sentinel of three.
+    pub async fn sentinel_one_address() -> Self {
+        Deployment::Sentinel(Box::new(Sentinel::start_proxied().await), Listing::One)
     }
 
     pub async fn cluster() -> Self {
@@ -79,21 +95,25 @@ impl Deployment {
     /// not behind proxies, so no partition there.
     pub fn faults(&self) -> &'static [Fault] {
         match self {
-            Deployment::Sentinel(_) => &Fault::ALL,
+            Deployment::Sentinel(_, Listing::Every) => &Fault::ALL,
+            // What the address changes: whose failover the clients hear of.
+            Deployment::Sentinel(_, Listing::One) => &Fault::ALL[..1],
             Deployment::Cluster(_) => &Fault::ALL[..4],
         }
     }
 
     pub fn name(&self) -> &'static str {
         match self {
-            Deployment::Sentinel(_) => "sentinel",
+            Deployment::Sentinel(_, Listing::Every) => "sentinel",
+            Deployment::Sentinel(_, Listing::One) => "sentinel-1-address",
             Deployment::Cluster(_) => "cluster",
         }
     }
 
     pub fn url(&self) -> String {
         match self {
-            Deployment::Sentinel(s) => s.url(),
+            Deployment::Sentinel(s, Listing::Every) => s.url(),
+            Deployment::Sentinel(s, Listing::One) => s.url_of_first(),
             Deployment::Cluster(c) => c.url(),
         }
     }
@@ -104,7 +124,7 @@ impl Deployment {
         let (profile, version) = crate::common::java::NEWEST_VERSIONS[0];
         let ms = watchdog.as_millis() as u64;
         match self {
-            Deployment::Sentinel(s) => {
+            Deployment::Sentinel(s, _) => {
                 let sentinels = s
                     .sentinels
                     .iter()
@@ -122,14 +142,14 @@ impl Deployment {
     /// The primary the workload's locks live on.
     async fn primary(&self) -> u16 {
         match self {
-            Deployment::Sentinel(s) => s.primary_port().await,
+            Deployment::Sentinel(s, _) => s.primary_port().await,
             Deployment::Cluster(c) => c.owner_of(redisson_lock::naming::slot(TAG)).await,
         }
     }
 
     async fn replica_of(&self, primary: u16) -> u16 {
         match self {
-            Deployment::Sentinel(s) => s
+            Deployment::Sentinel(s, _) => s
                 .data_nodes()
                 .map(|n| n.port)
                 .find(|p| *p != primary)
@@ -140,21 +160,21 @@ impl Deployment {
 
     async fn is_healthy(&self) -> bool {
         match self {
-            Deployment::Sentinel(s) => s.is_healthy().await,
+            Deployment::Sentinel(s, _) => s.is_healthy().await,
             Deployment::Cluster(c) => c.is_healthy().await,
         }
     }
 
     fn node(&self, port: u16) -> &crate::common::RedisServer {
         match self {
-            Deployment::Sentinel(s) => s.node(port),
+            Deployment::Sentinel(s, _) => s.node(port),
             Deployment::Cluster(c) => c.node(port),
         }
     }
 
     fn node_mut(&mut self, port: u16) -> &mut crate::common::RedisServer {
         match self {
-            Deployment::Sentinel(s) => s.node_mut(port),
+            Deployment::Sentinel(s, _) => s.node_mut(port),
             Deployment::Cluster(c) => c.node_mut(port),
         }
     }
@@ -165,7 +185,7 @@ impl Deployment {
     /// failover completed within [`FAILOVER_LIMIT`].
     async fn await_new_primary(&self, old: u16) -> Option<u16> {
         match self {
-            Deployment::Sentinel(s) => s.new_primary_within(old, FAILOVER_LIMIT).await,
+            Deployment::Sentinel(s, _) => s.new_primary_within(old, FAILOVER_LIMIT).await,
             Deployment::Cluster(c) => {
                 let slot = redisson_lock::naming::slot(TAG);
                 let alive: Vec<u16> = c
@@ -203,8 +223,12 @@ impl Deployment {
         match fault {
             Fault::Graceful => {
                 match self {
-                    Deployment::Sentinel(s) => {
+                    Deployment::Sentinel(s, Listing::Every) => {
                         s.on_sentinels_first(&["FAILOVER", "mymaster"]).await
+                    }
+                    // The last sentinel, which the address does not list.
+                    Deployment::Sentinel(s, Listing::One) => {
+                        s.on_sentinel(2, &["FAILOVER", "mymaster"]).await
                     }
                     Deployment::Cluster(c) => {
                         let replica = c.replica_of(primary).await;
@@ -239,7 +263,7 @@ impl Deployment {
                 self.node(primary).thaw();
             }
             Fault::Partition => {
-                let Deployment::Sentinel(s) = &*self else {
+                let Deployment::Sentinel(s, _) = &*self else {
                     unreachable!("partitions are injected on Sentinel only")
                 };
                 s.proxy(primary).partition();
@@ -250,7 +274,7 @@ impl Deployment {
                     no_failover("no new primary after the partitioned primary died");
                 }
                 self.node_mut(primary).restart().await;
-                let Deployment::Sentinel(s) = &*self else {
+                let Deployment::Sentinel(s, _) = &*self else {
                     unreachable!()
                 };
                 s.proxy(primary).heal();
@@ -286,7 +310,7 @@ impl Deployment {
     async fn describe(&self) -> String {
         let mut out = String::new();
         let nodes: Vec<u16> = match self {
-            Deployment::Sentinel(s) => {
+            Deployment::Sentinel(s, _) => {
                 for sentinel in &s.sentinels {
                     let c = node_client(sentinel.port).await;
                     let ask = |args: Vec<&'static str>| {

@@ -219,7 +219,7 @@ async fn the_cluster_acl_is_enough_and_each_addition_is_needed() {
 /// The same user on the sentinels: the primary and its replicas as each
 /// sentinel sees them, and their announcements (channels `+...` and `-...`).
 const SENTINEL_USER: &str =
-    "user locker on >locker-pw -@all +auth +hello +ping +sentinel|master +sentinel|replicas +subscribe &+* &-*";
+    "user locker on >locker-pw -@all +auth +hello +ping +sentinel|master +sentinel|replicas +sentinel|sentinels +sentinel|myid +subscribe &+* &-*";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sentinel_acl_is_enough_and_each_addition_is_needed() {

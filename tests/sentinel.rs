@@ -740,3 +740,73 @@ async fn connect_needs_a_majority_and_asks_again() {
     assert!(guard.unlock().await.is_ok());
     within("shutdown", client.shutdown()).await;
 }
+
+/// An acquire whose reply was lost is resolved by reading the lock's state
+/// in one script on its writer, followed by the `WAIT` the acquire would
+/// have had: with the replicas frozen, the grant it finds is not confirmed,
+/// so it is taken back and no fencing token is handed out (it used to be
+/// handed out, merely at risk). Once the replicas answer, the next holder's
+/// token is above it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_acquire_hands_out_no_token_the_replicas_did_not_confirm() {
+    let primary_port = common::free_port();
+    let proxy = common::Proxy::start(primary_port).await;
+    let sentinel = Sentinel::start_fronted(primary_port, proxy.port).await;
+    // No frozen replica is judged down (it would stop counting).
+    sentinel.on_sentinels(&SLOW_DOWN_AFTER).await;
+    let mut c = config(&sentinel.url(), Duration::from_secs(2));
+    c.slaves_sync_timeout = Duration::from_millis(300);
+    let client = RedissonClient::connect(c).await.unwrap();
+    let raw = sentinel.primary.raw().await;
+    let lock = client.fenced_lock("resolved").unwrap();
+    // The scripts are cached first, so the acquire is one EVALSHA.
+    let first = lock.lock().await.unwrap();
+    let first_token = first.token();
+    first.unlock().await.unwrap();
+
+    for replica in &sentinel.replicas {
+        replica.freeze();
+    }
+    // Sentinels and replicas pass the proxy too: the reply dropped is the
+    // one to the acquire's script.
+    proxy.drop_reply_to("EVALSHA");
+    let outcome = lock.try_lock().await;
+    for replica in &sentinel.replicas {
+        replica.thaw();
+    }
+    assert_eq!(proxy.dropped().len(), 1, "the acquire's reply was dropped");
+    match &outcome {
+        Ok(Some(guard)) => panic!(
+            "token {} handed out, unconfirmed (at risk: {})",
+            guard.token(),
+            guard.is_at_risk()
+        ),
+        Ok(None) => panic!("refused, though nobody holds it"),
+        Err(redisson_lock::Error::ReplicasNotSynced { .. }) => {}
+        Err(e) => panic!("{e}"),
+    }
+    // The grant the acquire made was taken back.
+    common::topology::until("the grant taken back", || async {
+        raw.exists::<i64, _>("resolved").await.unwrap() == 0
+    })
+    .await;
+    let spent: i64 = raw
+        .get::<Option<i64>, _>(redisson_lock::naming::token_name("resolved"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(spent > first_token, "the lost acquire ran ({spent})");
+    let next = within("a confirmed lock", async {
+        loop {
+            match lock.lock().await {
+                Ok(guard) => return guard,
+                Err(e) if e.is_transient() => tokio::time::sleep(Duration::from_millis(50)).await,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    })
+    .await;
+    assert!(next.token() > spent && !next.is_at_risk());
+    next.unlock().await.unwrap();
+    client.shutdown().await;
+}

@@ -337,7 +337,11 @@ impl Config {
                 "retryAttempts must be between 1 and 100".into(),
             ));
         }
-        if self.slaves_sync_timeout.is_zero() || self.slaves_sync_timeout > MAX_LEASE {
+        // `WAIT` takes whole milliseconds, and `WAIT n 0` waits forever:
+        // under a millisecond would block a connection for good.
+        if self.slaves_sync_timeout < Duration::from_millis(1)
+            || self.slaves_sync_timeout > MAX_LEASE
+        {
             return Err(Error::Config(format!(
                 "slavesSyncTimeout must be between 1 ms and {} ms",
                 MAX_LEASE.as_millis()
@@ -404,6 +408,16 @@ mod tests {
         };
         assert!(c.validate().is_err());
         assert!(serde_json::from_str::<Config>(r#"{"timeout": -5}"#).is_err());
+        // Sent as `WAIT n 0`, which never returns.
+        let c = Config {
+            slaves_sync_timeout: Duration::from_micros(500),
+            ..Config::default()
+        };
+        assert!(
+            matches!(c.validate(), Err(Error::Config(ref m)) if m.contains("slavesSyncTimeout")),
+            "{:?}",
+            c.validate()
+        );
     }
 
     #[test]

@@ -91,22 +91,25 @@ async fn acquire_locked(
         return Ok(Attempt::Unconfirmed { synced, retry_at });
     }
     let sent_at = Instant::now();
-    if hold.count() > 0 {
-        // A re-entry resets the key's TTL to this lease, maybe a shorter one.
-        hold.lease.shorten(sent_at, lease);
-    }
+    // A re-entry resets the key's TTL to this lease, maybe a shorter one.
+    let before = (hold.count() > 0).then(|| hold.lease.shorten(sent_at, lease));
 
     // 1. What the script did: its reply, or, if the reply was lost, what
-    //    the state says (whether the replicas have it then stays unknown;
-    //    the watchdog's synced renewals cover it from the next cycle).
+    //    the state says (read with a write the replicas acknowledge, so
+    //    what they confirmed is known either way).
     let (grant, synced) = match engine.write(|| call.kind.acquire(call)).await {
         Ok((value, synced)) => match call.kind.grant(&value) {
             Some(grant) => (grant, synced),
             None => return Err(script::unexpected("acquire", &value)),
         },
-        Err(e) if e.outcome_unknown() => {
-            let grant = Box::pin(resolve::unknown_acquire(call, hold, e)).await?;
-            (grant, Synced::NotWaited)
+        Err(e) if e.outcome_unknown() => Box::pin(resolve::unknown_acquire(call, hold, e)).await?,
+        // Refused before anything was sent (the connection still reaches
+        // an old primary): the TTL on Redis is what it was.
+        Err(e @ crate::error::Error::NoPrimary(_)) => {
+            if let Some(before) = before {
+                hold.lease.unshorten(before);
+            }
+            return Err(call.acquire_error(e));
         }
         Err(e) => return Err(call.acquire_error(e)),
     };
@@ -149,11 +152,6 @@ async fn acquire_locked(
 
     // 3. Recorded (and renewed by the watchdog when `watchdog`).
     hold.on_acquired(call.kind, sent_at, lease, watchdog);
-    if synced == Synced::NotWaited && engine.replica_sync.is_enabled() {
-        // Resolved by reading the hold count: whether the replicas have it
-        // is unknown until the next confirmed renewal.
-        hold.put_at_risk("acquire_unconfirmed");
-    }
     let held = Held::new(
         lock.engine.clone(),
         call.kind,

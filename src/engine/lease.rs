@@ -113,9 +113,19 @@ impl LeaseState {
     /// A command sent at `sent_at` sets the key's TTL to `lease`, maybe shorter
     /// than the current one: move the deadline earlier now, before the reply
     /// (a later `confirm` sets it exactly).
-    pub(crate) fn shorten(&self, sent_at: Instant, lease: Duration) {
+    /// Returns the deadline before, for [`Lease::unshorten`].
+    pub(crate) fn shorten(&self, sent_at: Instant, lease: Duration) -> Instant {
         let mut d = self.deadline.lock();
+        let before = d.at;
         d.at = d.at.min(expires_by(sent_at, lease));
+        before
+    }
+
+    /// The command `shorten` was for was never sent: the deadline is
+    /// `before` again (or later, if a renewal confirmed one meanwhile).
+    pub(crate) fn unshorten(&self, before: Instant) {
+        let mut d = self.deadline.lock();
+        d.at = d.at.max(before);
     }
 
     /// Marks the hold at risk; returns true if it was not already.

@@ -146,8 +146,16 @@ impl Held {
         let (call, _) = renewal.batch(&one, lease_ms);
         let sent_at = tokio::time::Instant::now();
         // The key may now expire sooner than the deadline says.
-        self.hold.lease.shorten(sent_at, lease);
-        let (reply, synced) = self.engine.write(|| call.clone()).await?;
+        let before = self.hold.lease.shorten(sent_at, lease);
+        let (reply, synced) = match self.engine.write(|| call.clone()).await {
+            Ok(done) => done,
+            // Nothing was sent: the key's TTL is what it was.
+            Err(e @ Error::NoPrimary(_)) => {
+                self.hold.lease.unshorten(before);
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        };
         let held = match reply {
             fred::types::Value::Array(flags) => flags
                 .first()

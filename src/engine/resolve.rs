@@ -2,61 +2,76 @@
 //! whose reply was lost, a grant it will not keep, holds Redis counts that
 //! it never recorded. Each is settled by reading the state (the owner's hold
 //! count, on the connection the scripts went out on, so the read comes after
-//! them) and giving back what is not ours to keep; never by guessing.
+//! them) and giving back what is not ours to keep; never by guessing. A lost
+//! acquire is read in one script, confirmed by the replicas like the
+//! acquire itself would have been.
 //!
 //! Everything here runs with the hold's `ops` slot taken, so nothing else of
 //! that owner on that lock changes the count in between.
 
 use std::sync::Arc;
 
-use fred::interfaces::{HashesInterface, KeysInterface};
+use fred::interfaces::HashesInterface;
+use fred::types::Value;
 
 use crate::engine::hold::Hold;
 use crate::engine::kind::{Call, Grant};
 use crate::engine::raw::Unlocked;
 use crate::engine::request::Request;
+use crate::engine::safety::Synced;
+use crate::engine::script::{self, Script, ScriptCall};
 use crate::engine::unlock::{send_release, send_unlock, Release};
 use crate::error::{Error, Result};
 
-/// The reply to an acquire was lost (`cause`). Reads the hold count on the
-/// same connection (so after the script, if it was sent): one more than
-/// ours means the script ran. Returns what the reply would have said.
+/// `lua/engine/resolve.lua`: what a lost acquire left, read in one step,
+/// and a write the replicas must acknowledge when the owner holds a count.
+static RESOLVE: std::sync::LazyLock<Script> =
+    std::sync::LazyLock::new(|| Script::new(include_str!("../../lua/engine/resolve.lua")));
+
+/// What the resolution read.
+struct Found {
+    /// The owner's hold count.
+    count: i64,
+    /// The fencing token, for a kind that hands one out.
+    token: Option<i64>,
+    /// The lock's PTTL (-2: no key).
+    ttl: i64,
+}
+
+/// The reply to an acquire was lost (`cause`). Reads the hold count, the
+/// token and the TTL in one script on the lock's writer (so after the
+/// acquire, if it was sent), followed by the `WAIT` a write gets: one more
+/// than ours means the script ran, and what the replicas confirmed of it is
+/// known before any token is handed out. Returns what the reply would have
+/// said, and what the replicas confirmed.
 ///
 /// # Errors
 ///
 /// `cause` itself when the script has not run (after a timeout or a lost
 /// connection an old copy might still arrive, so the caller hears it, as in
 /// Redisson); [`Error::OutcomeUnknown`] when the state cannot be read, or
-/// when the script ran for a fenced kind whose token cannot be read back (the
-/// hold is then given back).
+/// when the script ran for a fenced kind whose token is missing (the hold
+/// is then given back).
 pub(crate) async fn unknown_acquire(
     call: &Call<'_>,
     hold: &Arc<Hold>,
     cause: Error,
-) -> Result<Grant> {
+) -> Result<(Grant, Synced)> {
     let unknown = |e: String| Error::OutcomeUnknown {
         operation: "acquire",
         name: call.lock.to_string(),
         cause: format!("{cause}; {e}"),
     };
-    let redis = call.engine.reader(call.key);
-    let count = hold_count(call, &redis)
+    let (found, synced) = read_after_acquire(call)
         .await
         .map_err(|e| unknown(format!("then {e}")))?;
     let ours = i64::from(hold.count());
-    tracing::info!(lock = %call.lock, count, ours, "resolved an acquire whose reply was lost");
+    let count = found.count;
+    tracing::info!(lock = %call.lock, count, ours, ?synced, "resolved an acquire whose reply was lost");
     if count == ours + 1 {
         // Held by us, so nobody else can have advanced the token since.
-        let Some(key) = call.kind.token_key(call.lock) else {
-            return Ok(Grant::Acquired { token: None });
-        };
-        let token: Option<i64> = call
-            .engine
-            .read(redis.get(key))
-            .await
-            .map_err(|e| unknown(format!("then {e}")))?;
-        if token.is_some() {
-            return Ok(Grant::Acquired { token });
+        if call.kind.token_key(call.lock).is_none() || found.token.is_some() {
+            return Ok((Grant::Acquired { token: found.token }, synced));
         }
         // Its key was deleted or evicted: a hold of a fenced kind without
         // its token is given back.
@@ -78,15 +93,61 @@ pub(crate) async fn unknown_acquire(
         // A re-entry that did not run: the lock is still ours alone.
         return Err(cause);
     }
-    let ttl: i64 = call
-        .engine
-        .read(redis.pttl(call.key))
-        .await
-        .map_err(|e| unknown(format!("then {e}")))?;
-    match ttl {
+    match found.ttl {
         -2 => Err(cause),
-        ttl => Ok(Grant::Refused(ttl)),
+        ttl => Ok((Grant::Refused(ttl), synced)),
     }
+}
+
+/// Runs `lua/engine/resolve.lua` for the call's owner as a lock write,
+/// followed by the deployment's `WAIT`.
+async fn read_after_acquire(call: &Call<'_>) -> Result<(Found, Synced)> {
+    let fields = call.kind.count_fields(call.lock, call.field);
+    let token_key = call.kind.token_key(call.lock);
+    let build = || ScriptCall {
+        script: &RESOLVE,
+        keys: vec![
+            call.key.to_string(),
+            token_key.clone().unwrap_or_else(|| call.key.to_string()),
+        ],
+        args: fields.iter().map(|f| Value::from(f.as_str())).collect(),
+    };
+    // Sent again if its own reply is lost (up to three times, as the reads
+    // it replaces were): reading twice, and setting a TTL to what is left
+    // of it twice, changes nothing.
+    let mut tries = 1;
+    let (reply, synced) = loop {
+        match call.engine.write(&build).await {
+            Err(e) if e.outcome_unknown() && tries < 3 => tries += 1,
+            done => break done?,
+        }
+    };
+    let Value::Array(values) = &reply else {
+        return Err(script::unexpected("resolve", &reply));
+    };
+    let (Some(ttl), Some(token)) = (values.first().and_then(Value::as_i64), values.get(1)) else {
+        return Err(script::unexpected("resolve", &reply));
+    };
+    let counts: Vec<Option<String>> = values[2..]
+        .iter()
+        .map(|v| if v.is_null() { None } else { v.as_string() })
+        .collect();
+    let token = match token {
+        Value::Null => None,
+        token => Some(
+            token
+                .as_i64()
+                .ok_or_else(|| script::unexpected("resolve", &reply))?,
+        ),
+    };
+    Ok((
+        Found {
+            count: call.kind.hold_count(call.field, &counts),
+            token,
+            ttl,
+        },
+        synced,
+    ))
 }
 
 /// Takes back one acquisition that Redis counted but this client will not
@@ -135,7 +196,15 @@ pub(crate) async fn give_back_untracked(call: &Call<'_>, hold: &Arc<Hold>) {
         tracing::info!(lock = %call.lock, "giving back a hold this client did not record");
         match send_unlock(&unlock, &Request::new()).await {
             Ok((Unlocked::StillHeld, _)) => {}
-            Ok((Unlocked::Released, _)) => break,
+            Ok((Unlocked::Released, _)) => {
+                // That was the last count Redis had: the holds this client
+                // recorded went with it (changed under us), so its guards
+                // hear they are lost rather than believing they hold it.
+                if hold.count() > 0 {
+                    hold.found_gone();
+                }
+                break;
+            }
             Err(e) => {
                 tracing::warn!(lock = %call.lock, error = %e, "giving back an untracked hold failed; it expires with its lease");
                 break;

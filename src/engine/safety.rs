@@ -14,10 +14,8 @@
 #[non_exhaustive]
 pub enum SafetyLevel {
     /// Nothing was checked: a single-server address (Redisson never waits
-    /// for replicas there), a server without `WAIT` with
-    /// `checkLockSyncedSlaves` off, or an acquire whose reply was lost and
-    /// was resolved by reading the hold count (the watchdog's next
-    /// confirmed renewal covers it).
+    /// for replicas there), or a server without `WAIT` with
+    /// `checkLockSyncedSlaves` off.
     NotChecked,
     /// `acked` of the `promotable` replicas a failover could promote
     /// confirmed the write. `promotable == 0`: no replica could take over

@@ -297,7 +297,8 @@ async fn send_then_wait(
             wait_cmd,
             vec![
                 wait.replicas.into(),
-                (wait.timeout.as_millis() as i64).into(),
+                // Never 0: `WAIT n 0` blocks the connection for good.
+                (wait.timeout.as_millis().max(1) as i64).into(),
             ],
         )
         .await

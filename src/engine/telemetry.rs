@@ -16,8 +16,7 @@
 //! put at risk is a WARN event `lock at risk` with the same fields and
 //! `reason` (`renewal_failed`, `renewal_unconfirmed`: the replicas did not
 //! confirm it; `renewal_delayed`: another operation of the hold kept the
-//! renewal from going out before the deadline nears; `acquire_unconfirmed`:
-//! an acquisition resolved by reading).
+//! renewal from going out before the deadline nears).
 //!
 //! Metrics (feature `metrics`), labelled by `kind` (`lock`, `fair_lock`, ...):
 //!

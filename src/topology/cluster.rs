@@ -312,15 +312,17 @@ a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460
 b2 127.0.0.1:7001@17001 master - 0 0 2 connected 5461-16383
 c3 127.0.0.1:7002@17002 master - 0 0 3 connected
 r1 127.0.0.1:7003@17003 slave a1 0 0 1 connected
-r2 127.0.0.1:7004@17004 slave a1 0 0 1 disconnected
+r2 127.0.0.1:7004@17004 slave,fail a1 0 0 1 disconnected
 r3 127.0.0.1:7005@17005 slave,nofailover b2 0 0 2 connected
+r4 127.0.0.1:7006@17006 slave,fail? a1 0 0 1 disconnected
 ";
         let (primaries, _) = primaries_in(text);
         assert_eq!(primaries.len(), 2, "a primary without slots is not one");
+        // r4: only the node asked has lost it; the cluster would promote it.
         assert_eq!(
             primaries["127.0.0.1:7000"],
             PrimaryReplicas {
-                promotable: 1,
+                promotable: 2,
                 others: 0
             }
         );

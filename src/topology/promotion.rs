@@ -22,9 +22,14 @@
 //!   runs for election itself: it must be alive and reachable, not flagged
 //!   `nofailover`, and its data no older than `cluster-replica-validity-factor`
 //!   allows (a replica restarted empty is too old until it has synced, so
-//!   it cannot take over with less than its primary had). A replica the node
-//!   asked marks `fail`, `fail?`, `noaddr` or `handshake`, or whose bus link
-//!   is down, cannot run.
+//!   it cannot take over with less than its primary had). Which replicas
+//!   cannot run is read from what the cluster as a whole agreed, never from
+//!   one node's opinion: the `fail` flag (a majority of primaries reported
+//!   it), or `handshake` (not a member yet). `fail?`, `noaddr` and a bus
+//!   link down only say that the node asked cannot reach it: the election
+//!   never looks at them (a voter does not consult the candidate's `fail?`),
+//!   so a node with one bad link would otherwise make a live replica's
+//!   writes look safe without it.
 //!
 //! A replica that cannot be promoted but may still acknowledge a `WAIT` (a
 //! priority-0 replica, a `nofailover` one) is counted apart: its
@@ -141,10 +146,11 @@ impl ClusterNode {
     }
 }
 
-/// The cluster's rule for one replica, as the node asked sees it.
+/// The cluster's rule for one replica, from the flags the cluster agrees
+/// on (not the asked node's own `fail?` or link).
 pub(crate) fn cluster_standing(replica: &ClusterNode) -> Standing {
-    let gone = ["fail", "fail?", "noaddr", "handshake"];
-    if replica.flags.iter().any(|f| gone.contains(&f.as_str())) || !replica.connected {
+    let gone = ["fail", "handshake"];
+    if replica.flags.iter().any(|f| gone.contains(&f.as_str())) {
         return Standing::Passed { may_ack: false };
     }
     if replica.flagged("nofailover") {
@@ -281,10 +287,13 @@ r1 127.0.0.1:7003@17003 slave a1 0 1700000000000 1 connected
 r2 127.0.0.1:7004@17004 slave,fail a1 0 0 1 disconnected
 r3 127.0.0.1:7005@17005 slave,nofailover b2 0 0 2 connected
 r4 127.0.0.1:7006@17006 slave a1 0 0 1 disconnected
+r5 127.0.0.1:7007@17007 slave,fail? a1 0 0 1 disconnected
+r6 127.0.0.1:7008@17008 slave,noaddr b2 0 0 2 connected
+r7 127.0.0.1:7009@17009 handshake - 0 0 0 connected
 bad line
 ";
         let nodes = parse_cluster_nodes(text);
-        assert_eq!(nodes.len(), 6);
+        assert_eq!(nodes.len(), 9);
         assert_eq!(nodes[1].address, "127.0.0.1:7001");
         assert_eq!(nodes[1].hostname.as_deref(), Some("node-b"));
         assert!(nodes[0].is_primary() && nodes[0].has_slots());
@@ -299,6 +308,11 @@ bad line
                 Standing::Promotable,
                 Standing::Passed { may_ack: false },
                 Standing::Passed { may_ack: true },
+                // The node asked lost its link to it, or flags it `fail?`:
+                // its own opinion; the cluster would still promote it.
+                Standing::Promotable,
+                Standing::Promotable,
+                Standing::Promotable,
                 Standing::Passed { may_ack: false },
             ]
         );

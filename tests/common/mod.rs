@@ -256,7 +256,8 @@ impl RedisServer {
         }
     }
 
-    /// Starts again on the same port (empty).
+    /// Starts again on the same port, with the same `--dir`: a node that
+    /// ever full-synced as a replica loads that RDB file (see `wipe`).
     pub async fn restart(&mut self) {
         self.kill().await;
         self.spawn().await;
@@ -485,6 +486,8 @@ impl Observer {
 ///   instead of forwarding its reply, as a network failure between a write
 ///   and its answer would. `drop_next_request()`: swallow the next request
 ///   and close, so it never reaches the server.
+/// * `drop_reply_to(text)`: as `drop_next_reply`, for the next request that
+///   contains `text` only (other clients of the server may use the proxy).
 /// * `stall_replies()` / `resume_replies()`: hold back every reply (requests
 ///   still go through).
 /// * `delay_next_reply(d)`: forward the next reply `d` late.
@@ -500,6 +503,8 @@ pub struct Proxy {
 struct ProxyState {
     drop_reply: AtomicBool,
     drop_request: AtomicBool,
+    /// The next request containing this text has its reply dropped.
+    drop_reply_to: parking_lot::Mutex<Option<String>>,
     dropped: parking_lot::Mutex<Vec<String>>,
     delay_next: parking_lot::Mutex<Option<Duration>>,
     stalled: tokio::sync::watch::Sender<bool>,
@@ -510,6 +515,8 @@ struct ProxyState {
 #[derive(Default)]
 struct Connection {
     reset: tokio::sync::Notify,
+    /// Its next reply is dropped (`drop_reply_to`).
+    drop_next: AtomicBool,
     delay_next: parking_lot::Mutex<Option<Duration>>,
 }
 
@@ -545,6 +552,12 @@ impl Proxy {
 
     pub fn drop_next_reply(&self) {
         self.state.drop_reply.store(true, Ordering::SeqCst);
+    }
+
+    /// Drops the reply to the next request containing `text` (then closes
+    /// that connection), whichever connection sends it.
+    pub fn drop_reply_to(&self, text: &str) {
+        *self.state.drop_reply_to.lock() = Some(text.to_string());
     }
 
     pub fn drop_next_request(&self) {
@@ -610,6 +623,14 @@ async fn pump(
                         // The server never sees it.
                         return;
                     }
+                    {
+                        let mut wanted = state.drop_reply_to.lock();
+                        let text = String::from_utf8_lossy(&buf[..n]);
+                        if wanted.as_deref().is_some_and(|w| text.contains(w)) {
+                            *wanted = None;
+                            connection.drop_next.store(true, Ordering::SeqCst);
+                        }
+                    }
                     if out_w.write_all(&buf[..n]).await.is_err() {
                         return;
                     }
@@ -632,7 +653,9 @@ async fn pump(
                     if let Some(delay) = delay {
                         tokio::time::sleep(delay).await;
                     }
-                    if state.drop_reply.swap(false, Ordering::SeqCst) {
+                    if state.drop_reply.swap(false, Ordering::SeqCst)
+                        || connection.drop_next.swap(false, Ordering::SeqCst)
+                    {
                         state
                             .dropped
                             .lock()

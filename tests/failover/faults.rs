@@ -15,7 +15,8 @@ use crate::workload::TAG;
 pub enum Fault {
     /// `SENTINEL FAILOVER` / `CLUSTER FAILOVER`.
     Graceful,
-    /// SIGKILL of the primary; it comes back (empty) as a replica.
+    /// SIGKILL of the primary; it comes back with the RDB file of its last
+    /// full sync (if it had one), and the deployment makes it a replica.
     Kill,
     /// SIGSTOP of the primary past failure detection, then SIGCONT: the old
     /// primary comes back while another has taken over.
@@ -252,7 +253,8 @@ impl Deployment {
                 if self.await_new_primary(primary).await.is_none() {
                     no_failover("no new primary after the kill");
                 }
-                // Back, empty, on its port: the deployment makes it a replica.
+                // Back on its port, with the RDB of its last full sync as a
+                // replica (see docs/interop.md): the deployment demotes it.
                 self.node_mut(primary).restart().await;
             }
             Fault::Pause => {

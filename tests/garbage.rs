@@ -305,12 +305,19 @@ async fn group_is_held_by_replies() {
 async fn fenced_token_missing_after_a_lost_reply_is_an_error() {
     let rig = rig(|_| {}).await;
     let name = "g-fenced-token";
-    let token = redisson_lock::naming::token_name(name);
     let lock = rig.client.fenced_lock(name).unwrap();
     // The acquire runs, its reply is lost, and the token key is gone when
-    // the client reads it back (evicted, or deleted by hand).
+    // the client reads it back (evicted, or deleted by hand): the read-back
+    // script finds the owner's count but no token.
     rig.proxy.rewrite(script_on(name), Garbage::Lost);
-    rig.proxy.rewrite(command_on("GET", token), Garbage::Nil);
+    rig.proxy.rewrite(
+        script_on(name),
+        Garbage::Array(vec![
+            Garbage::Integer(30_000),
+            Garbage::Nil,
+            Garbage::Bulk("1"),
+        ]),
+    );
     let taken = lock.clone();
     let outcome = survive("fenced try_lock", async move {
         taken.try_lock().await.map(|g| g.map(|g| g.token()))

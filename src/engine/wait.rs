@@ -340,7 +340,9 @@ impl Attempts for LockAttempts<'_> {
             let since = *self.no_primary_since.get_or_insert_with(Instant::now);
             if since.elapsed() < self.lock.engine.settle_budget() {
                 tracing::debug!(%reason, "no primary yet; trying again");
-                let pause = self.backoff;
+                // Jittered, so the waiters of a client (and of a fleet) do
+                // not all come back at once when the primary appears.
+                let pause = jittered(self.backoff);
                 self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
                 return Ok(Step::Again(Some(pause)));
             }
@@ -363,8 +365,11 @@ impl Attempts for LockAttempts<'_> {
                 }
                 self.last_short = Some(synced);
                 self.tried = true;
+                // The gate lets every waiter of that primary through at
+                // one instant: each comes back somewhat after it.
+                let spread = jittered(engine.config.retry_delay) / 2;
                 return Ok(Step::Again(Some(
-                    retry_at.saturating_duration_since(Instant::now()),
+                    retry_at.saturating_duration_since(Instant::now()) + spread,
                 )));
             }
         };
@@ -390,6 +395,12 @@ impl Attempts for LockAttempts<'_> {
             (None, None) => None,
         }))
     }
+}
+
+/// Between half of `pause` and all of it, at random.
+fn jittered(pause: Duration) -> Duration {
+    let ms = pause.as_millis().min(u128::from(u64::MAX)) as u64;
+    Duration::from_millis(rand::random_range(ms / 2..=ms))
 }
 
 /// Time until the deadline; `None` once it has passed. No deadline: forever.

@@ -647,3 +647,65 @@ async fn a_server_without_wait_is_refused_at_connect_unless_the_check_is_off() {
     guard.unlock().await.unwrap();
     client.shutdown().await;
 }
+
+/// A node that lost its bus link to one replica flags it `fail?`: its own
+/// opinion, which the election never looks at (the rest of the cluster
+/// reaches the replica, and would promote it). A client whose view comes
+/// from that node still counts the replica, so its writes wait for it:
+/// they used to go without `WAIT`, reported confirmed by 0 of 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_nodes_lost_link_to_a_replica_does_not_drop_it() {
+    let cluster = Cluster::start_bus_proxied(&[]).await;
+    // A new client reads its first view from the primary with the lowest
+    // port: the one whose link is cut.
+    let primary = cluster.primaries().await[0];
+    let replica = cluster.replica_of(primary).await;
+    cluster.cut_bus_link(primary, replica).await;
+    let replica_id = cluster.node_id(replica).await;
+    let flags_on = |port: u16| {
+        let id = replica_id.clone();
+        async move {
+            let nodes = on_node(port, "CLUSTER", vec!["NODES"])
+                .await
+                .as_string()
+                .unwrap_or_default();
+            nodes
+                .lines()
+                .find(|l| l.starts_with(&id))
+                .and_then(|l| l.split_whitespace().nth(2).map(str::to_string))
+                .unwrap_or_default()
+        }
+    };
+    until("the primary flags its replica fail?", || async {
+        flags_on(primary).await.split(',').any(|f| f == "fail?")
+    })
+    .await;
+    let others: Vec<u16> = cluster
+        .primaries()
+        .await
+        .into_iter()
+        .filter(|p| *p != primary)
+        .collect();
+    for other in others {
+        assert_eq!(flags_on(other).await, "slave", "only one node lost it");
+    }
+    let mut k = 0;
+    let name = loop {
+        let name = format!("one-link-{k}");
+        if cluster.owner_of(naming::slot(&name)).await == primary {
+            break name;
+        }
+        k += 1;
+    };
+    let client = connect(&cluster, Duration::from_secs(2)).await;
+    let guard = client.lock(&name).unwrap().lock().await.unwrap();
+    assert_eq!(
+        guard.safety(),
+        redisson_lock::SafetyLevel::Replicas {
+            acked: 1,
+            promotable: 1
+        }
+    );
+    guard.unlock().await.unwrap();
+    client.shutdown().await;
+}

@@ -341,3 +341,34 @@ async fn a_grant_that_arrives_after_its_lease_is_not_an_acquisition() {
     assert!(command_calls(&raw, "evalsha").await >= scripts + 3);
     assert_eq!(guard.unlock().await.unwrap(), Unlocked::Released);
 }
+
+/// A fault can make an attempt's aftermath long (a lost reply read back, a
+/// grant undone, each tried again): `try_lock_for` keeps to its wait, or
+/// one attempt's normal time, and what the attempt left is settled in the
+/// background. Here every reply is held back once the acquire has gone out:
+/// the read-back cannot finish, yet `try_lock_for` answers (not acquired)
+/// while replies are still held back; it used to wait for the read-back to
+/// fail and answer `OutcomeUnknown`. The grant is given back once they flow.
+#[tokio::test]
+async fn a_stalled_read_back_does_not_stretch_try_lock_for() {
+    let (server, proxy, client) = proxied(|s| s.timeout = Duration::from_secs(1)).await;
+    let raw = server.raw().await;
+    warm_up(&server, &client).await;
+    let lock = client.lock("stalled-read-back").unwrap();
+    proxy.stall_replies();
+    let tried = lock.try_lock_for(Duration::from_millis(100)).await;
+    assert!(matches!(tried, Ok(None)), "{tried:?}");
+    assert_eq!(
+        raw.exists::<i64, _>("stalled-read-back").await.unwrap(),
+        1,
+        "the acquire ran"
+    );
+    proxy.resume_replies();
+    common::topology::until("the grant given back", || async {
+        raw.exists::<i64, _>("stalled-read-back").await.unwrap() == 0
+    })
+    .await;
+    assert_eq!(client.held_locks(), 0);
+    let guard = lock.try_lock().await.unwrap().expect("free again");
+    guard.unlock().await.unwrap();
+}

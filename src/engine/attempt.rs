@@ -152,6 +152,10 @@ async fn acquire_locked(
 
     // 3. Recorded (and renewed by the watchdog when `watchdog`).
     hold.on_acquired(call.kind, sent_at, lease, watchdog);
+    if synced.is_for_now() {
+        // A replica that could be promoted again once back lacks it.
+        hold.put_at_risk("replica_left_out");
+    }
     let held = Held::new(
         lock.engine.clone(),
         call.kind,

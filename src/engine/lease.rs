@@ -103,6 +103,16 @@ impl LeaseState {
             return;
         }
         self.at_risk.store(false, Ordering::Release);
+        self.extend(sent_at, lease);
+    }
+
+    /// As [`Lease::confirm`], for a command confirmed for now only (a
+    /// replica that could be promoted again once back was left out): the
+    /// deadline moves, and the hold stays at risk if it was.
+    pub(crate) fn extend(&self, sent_at: Instant, lease: Duration) {
+        if self.is_lost() {
+            return;
+        }
         let mut d = self.deadline.lock();
         if sent_at >= d.sent_at {
             d.sent_at = sent_at;

@@ -167,6 +167,9 @@ impl Held {
             self.hold.found_gone();
         } else if synced.is_short() {
             self.hold.put_at_risk("renewal_unconfirmed");
+        } else if synced.is_for_now() {
+            self.hold.lease.extend(sent_at, lease);
+            self.hold.put_at_risk("replica_left_out");
         } else {
             self.hold.lease.confirm(sent_at, lease);
         }

@@ -52,6 +52,7 @@ pub(crate) enum Plan {
         required: u32,
         promotable: u32,
         others: u32,
+        left_out: u32,
         wait: Option<WaitFor>,
     },
 }
@@ -218,12 +219,17 @@ impl ReplicaSync {
             // replica that confirms may be about to resync from a new
             // primary without the write.
             Requirement::Unsettled(why) => Plan::Unsettled(why),
-            Requirement::Replicas { promotable, others } => {
+            Requirement::Replicas {
+                promotable,
+                others,
+                left_out,
+            } => {
                 let required = self.required(promotable);
                 Plan::Wait {
                     required,
                     promotable,
                     others,
+                    left_out,
                     // No replica could take over: nothing a failover could
                     // lose, nothing to wait for.
                     wait: (required > 0).then_some(WaitFor {
@@ -257,11 +263,13 @@ impl ReplicaSync {
             Plan::Unsettled(_) => Synced::Confirmed {
                 acked: 0,
                 promotable: 0,
+                left_out: 0,
             },
             Plan::Wait {
                 required,
                 promotable,
                 others,
+                left_out,
                 ..
             } => {
                 // Acknowledgements beyond the promotable replicas' may come
@@ -271,7 +279,7 @@ impl ReplicaSync {
                     .unwrap_or(0)
                     .saturating_sub(i64::from(others))
                     .clamp(0, i64::from(promotable)) as u32;
-                match self.judged(acked, required, promotable) {
+                match self.judged(acked, required, promotable, left_out) {
                     // The rule holds when the reply is read, not when the
                     // write was planned: a replica the view has since found
                     // a failover could not promote (dead for seconds, `fail?`)
@@ -314,27 +322,40 @@ impl ReplicaSync {
     /// the promotable replicas the view now knows need no more than `acked`.
     fn judged_now(&self, acked: u32, redis: &Client, slot: u16) -> Option<Synced> {
         match self.topology.requirement(redis, slot) {
-            Requirement::Replicas { promotable, .. } if acked >= self.required(promotable) => {
-                Some(Synced::Confirmed {
-                    acked: acked.min(promotable),
-                    promotable,
-                })
-            }
+            Requirement::Replicas {
+                promotable,
+                left_out,
+                ..
+            } if acked >= self.required(promotable) => Some(Synced::Confirmed {
+                acked: acked.min(promotable),
+                promotable,
+                left_out,
+            }),
             Requirement::Nothing => Some(Synced::NotWaited),
             _ => None,
         }
     }
 
-    fn judged(&self, acked: u32, required: u32, promotable: u32) -> Synced {
+    fn judged(&self, acked: u32, required: u32, promotable: u32, left_out: u32) -> Synced {
         if acked >= required {
-            Synced::Confirmed { acked, promotable }
+            Synced::Confirmed {
+                acked,
+                promotable,
+                // With the check off, nothing is ever at risk for want of
+                // replicas.
+                left_out: if self.check { left_out } else { 0 },
+            }
         } else if !self.check {
             tracing::warn!(
                 acked,
                 promotable,
                 "lock write not confirmed by replicas (checkLockSyncedSlaves is off)"
             );
-            Synced::Confirmed { acked, promotable }
+            Synced::Confirmed {
+                acked,
+                promotable,
+                left_out: 0,
+            }
         } else {
             Synced::Short {
                 acked,

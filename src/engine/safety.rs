@@ -35,8 +35,14 @@ pub(crate) enum Synced {
     /// Nothing to wait for: a single-server address, or a server without
     /// `WAIT` with `checkLockSyncedSlaves` off.
     NotWaited,
-    /// The quorum confirmed (or the check is off).
-    Confirmed { acked: u32, promotable: u32 },
+    /// The quorum confirmed (or the check is off). `left_out` replicas
+    /// could be promoted again once back, without the write: confirmed for
+    /// now only (the hold is at risk until they acknowledge a later write).
+    Confirmed {
+        acked: u32,
+        promotable: u32,
+        left_out: u32,
+    },
     /// Too few promotable replicas confirmed within `slavesSyncTimeout`,
     /// or none could (`unsettled`: a failover under way).
     Short {
@@ -52,7 +58,9 @@ impl Synced {
     pub(crate) fn level(&self) -> SafetyLevel {
         match *self {
             Synced::NotWaited => SafetyLevel::NotChecked,
-            Synced::Confirmed { acked, promotable }
+            Synced::Confirmed {
+                acked, promotable, ..
+            }
             | Synced::Short {
                 acked, promotable, ..
             } => SafetyLevel::Replicas { acked, promotable },
@@ -61,5 +69,11 @@ impl Synced {
 
     pub(crate) fn is_short(&self) -> bool {
         matches!(self, Synced::Short { .. })
+    }
+
+    /// Confirmed while a replica that could be promoted again once back
+    /// was left out: it does not have the write.
+    pub(crate) fn is_for_now(&self) -> bool {
+        matches!(self, Synced::Confirmed { left_out, .. } if *left_out > 0)
     }
 }

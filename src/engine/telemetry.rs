@@ -16,7 +16,9 @@
 //! put at risk is a WARN event `lock at risk` with the same fields and
 //! `reason` (`renewal_failed`, `renewal_unconfirmed`: the replicas did not
 //! confirm it; `renewal_delayed`: another operation of the hold kept the
-//! renewal from going out before the deadline nears).
+//! renewal from going out before the deadline nears; `replica_left_out`: a
+//! replica that could be promoted again once back lacks the acquisition or
+//! renewal, until it confirms a later one).
 //!
 //! Metrics (feature `metrics`), labelled by `kind` (`lock`, `fair_lock`, ...):
 //!

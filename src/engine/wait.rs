@@ -225,7 +225,12 @@ async fn acquire_traced(
             // One attempt, which may first wait a command's time for the
             // owner's previous operation to settle.
             let slot_deadline = Some(Instant::now() + engine.timeout());
-            let attempt = acquire_once(lock, &call, owner, lease, watchdog, slot_deadline).await;
+            let attempt = bounded(
+                attempt_until(engine, Some(Instant::now())),
+                acquire_once(lock, &call, owner, lease, watchdog, slot_deadline),
+            )
+            .await
+            .unwrap_or_else(|| Err(Error::Timeout(attempt_time(engine))));
             tally.attempted(matches!(attempt, Ok(Attempt::Held(_))));
             return match attempt? {
                 Attempt::Acquired(held, token) => Ok(Some((held, token))),
@@ -328,8 +333,13 @@ impl Attempts for LockAttempts<'_> {
             self.lease,
             self.watchdog,
             self.deadline,
-        )
-        .await;
+        );
+        let until = attempt_until(&self.lock.engine, self.deadline);
+        let Some(attempt) = bounded(until, attempt).await else {
+            // Past the caller's deadline: what the attempt left is settled
+            // in the background (as when its caller drops it).
+            return Ok(Step::GiveUp);
+        };
         self.tally
             .attempted(matches!(attempt, Ok(Attempt::Held(_))));
         if let Err(Error::NoPrimary(reason)) = &attempt {
@@ -395,6 +405,39 @@ impl Attempts for LockAttempts<'_> {
             (None, None) => None,
         }))
     }
+}
+
+/// What one attempt normally takes at most: a command's wait for the
+/// owner's previous operation, then the script and its `WAIT`.
+fn attempt_time(engine: &Engine) -> Duration {
+    engine.timeout() * 2 + engine.replica_sync.extra_time()
+}
+
+/// Runs one `attempt` until `until` (`None`: for as long as it takes).
+/// `None` when it ran out: the attempt is dropped, and what it left (a
+/// grant being read back or undone, which can take retries up to an unlock
+/// latch's lifetime) is settled in the background, as when its caller drops
+/// it; so a fault never makes `try_lock()` or `try_lock_for(d)` overrun by
+/// more than one attempt's normal time.
+async fn bounded<T>(
+    until: Option<Instant>,
+    attempt: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    // Boxed: an attempt is a deep future, and the timer's layer on top of it
+    // would be inlined into every caller's (see `engine::boxed_reply`).
+    let attempt = Box::pin(attempt);
+    match until {
+        Some(until) => tokio::time::timeout_at(until, attempt).await.ok(),
+        None => Some(attempt.await),
+    }
+}
+
+/// Until when an attempt started now may run for a caller whose wait ends
+/// at `deadline`: never less than one attempt's normal time, so a first try
+/// always gets its chance.
+fn attempt_until(engine: &Engine, deadline: Option<Instant>) -> Option<Instant> {
+    let normal = Instant::now() + attempt_time(engine);
+    deadline.map(|deadline| deadline.max(normal))
 }
 
 /// Between half of `pause` and all of it, at random.

@@ -255,7 +255,13 @@ async fn renew_batch(engine: &Engine, holds: &[Arc<Hold>]) -> CycleStats {
         let alive = script::as_i64(&flag) == Some(1);
         for hold in covered.iter().map(|&i| &holds[i]) {
             if alive {
-                if confirmed {
+                if confirmed && synced.is_for_now() {
+                    // Renewed, but a replica that could be promoted again
+                    // once back lacks it: at risk until one it confirms.
+                    hold.lease.extend(sent_at, lease);
+                    hold.put_at_risk("replica_left_out");
+                    cycle.renewed += 1;
+                } else if confirmed {
                     hold.lease.confirm(sent_at, lease);
                     cycle.renewed += 1;
                 } else {

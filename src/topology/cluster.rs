@@ -35,6 +35,8 @@ pub(crate) struct PrimaryReplicas {
     pub(crate) promotable: u32,
     /// Replicas that cannot be promoted but may acknowledge a `WAIT`.
     pub(crate) others: u32,
+    /// Replicas left out for now (`fail`): promotable again once back.
+    pub(crate) left_out: u32,
 }
 
 /// Which primary serves which slots: ranges sorted by their first slot,
@@ -196,12 +198,9 @@ impl ClusterWatch {
         Ok(changed)
     }
 
-    /// The next node to ask: one wanted now, else the next primary in turn.
+    /// The next primary to ask, in turn.
     fn next_node(&self) -> Option<Server> {
         let mut state = self.state.lock();
-        if !state.wanted.is_empty() {
-            return Some(state.wanted.remove(0));
-        }
         let mut primaries = self.redis.cached_cluster_state()?.unique_primary_nodes();
         if primaries.is_empty() {
             return None;
@@ -247,19 +246,28 @@ impl ClusterWatch {
                 }
                 continue;
             }
-            let forced = !self.state.lock().wanted.is_empty();
-            if !forced {
-                due = Instant::now() + SCAN_PERIOD;
-            }
-            let Some(node) = self.next_node() else {
-                continue;
-            };
-            match self.ask(&node).await {
-                Ok(true) => changed(),
-                Ok(false) => {}
-                Err(e) => {
-                    tracing::debug!(node = %node, error = %e, "cluster scan failed; the next one asks another node")
+            // Every node wanted now is asked at once, each under its own
+            // timeout: a hung primary does not hold the others' reads up.
+            let wanted: Vec<Server> = std::mem::take(&mut self.state.lock().wanted);
+            let nodes = match wanted.is_empty() {
+                false => wanted,
+                true => {
+                    due = Instant::now() + SCAN_PERIOD;
+                    self.next_node().into_iter().collect()
                 }
+            };
+            let asked = futures::future::join_all(nodes.iter().map(|node| self.ask(node))).await;
+            let mut any = false;
+            for (node, outcome) in nodes.iter().zip(asked) {
+                match outcome {
+                    Ok(changed) => any |= changed,
+                    Err(e) => {
+                        tracing::debug!(node = %node, error = %e, "cluster scan failed; the next one asks another node")
+                    }
+                }
+            }
+            if any {
+                changed();
             }
         }
     }
@@ -276,6 +284,7 @@ fn primaries_in(text: &str) -> (HashMap<String, PrimaryReplicas>, SlotOwners) {
         let mut replicas = PrimaryReplicas {
             promotable: 0,
             others: 0,
+            left_out: 0,
         };
         for replica in nodes
             .iter()
@@ -283,6 +292,7 @@ fn primaries_in(text: &str) -> (HashMap<String, PrimaryReplicas>, SlotOwners) {
         {
             match cluster_standing(replica) {
                 Standing::Promotable => replicas.promotable += 1,
+                Standing::LeftOut => replicas.left_out += 1,
                 Standing::Passed { may_ack: true } => replicas.others += 1,
                 Standing::Passed { may_ack: false } => {}
             }
@@ -323,14 +333,16 @@ r4 127.0.0.1:7006@17006 slave,fail? a1 0 0 1 disconnected
             primaries["127.0.0.1:7000"],
             PrimaryReplicas {
                 promotable: 2,
-                others: 0
+                others: 0,
+                left_out: 1
             }
         );
         assert_eq!(
             primaries["127.0.0.1:7001"],
             PrimaryReplicas {
                 promotable: 0,
-                others: 1
+                others: 1,
+                left_out: 0
             }
         );
     }

@@ -46,8 +46,14 @@ pub(crate) enum Requirement {
     Nothing,
     /// The primary's replicas: `promotable` a failover could promote (they
     /// must have the write), `others` that may acknowledge a `WAIT`
-    /// without counting.
-    Replicas { promotable: u32, others: u32 },
+    /// without counting, `left_out` that a failover could promote again
+    /// once they are back (a write confirmed without them is confirmed for
+    /// now only).
+    Replicas {
+        promotable: u32,
+        others: u32,
+        left_out: u32,
+    },
     /// No write counts as confirmed now: a failover is under way, or the
     /// primary is not known yet. Why, for logs.
     Unsettled(String),
@@ -265,6 +271,7 @@ impl Topology {
                     None => Requirement::Replicas {
                         promotable: view.promotable,
                         others: view.others,
+                        left_out: view.left_out,
                     },
                 }
             }
@@ -280,6 +287,7 @@ impl Topology {
                     Some(r) => Requirement::Replicas {
                         promotable: r.promotable,
                         others: r.others,
+                        left_out: r.left_out,
                     },
                     // The view has another owner for the slot: the
                     // connection's map is behind.

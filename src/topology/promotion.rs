@@ -33,7 +33,15 @@
 //!
 //! A replica that cannot be promoted but may still acknowledge a `WAIT` (a
 //! priority-0 replica, a `nofailover` one) is counted apart: its
-//! acknowledgement must not stand in for a promotable replica's.
+//! acknowledgement must not stand in for a promotable one's.
+//!
+//! A replica left out for a passing reason (silent, down, its link down for
+//! long, `fail`) is counted apart too: it can be promoted again as soon as
+//! it answers, before it has the writes made meanwhile (a replica whose
+//! replication link broke while it was away answers pings all the same). A
+//! write confirmed without it is confirmed only for now: its hold is at risk
+//! until the replica acknowledges a later write, or is gone from the
+//! deployment.
 
 /// Sentinel's ping period: a replica silent for five of them is passed over.
 const SENTINEL_PING_PERIOD_MS: u64 = 1000;
@@ -50,6 +58,9 @@ const SENTINEL_LINK_DOWN_FACTOR: u64 = 10;
 pub(crate) enum Standing {
     /// A failover could promote it: it must have every confirmed write.
     Promotable,
+    /// A failover could not promote it now, for a reason that passes (it is
+    /// silent, down, its link down, `fail`); it could once it is back.
+    LeftOut,
     /// It cannot be promoted; `may_ack` when it may still be replicating
     /// (its acknowledgement is then discounted).
     Passed { may_ack: bool },
@@ -61,6 +72,7 @@ impl Standing {
     pub(crate) fn best(self, other: Standing) -> Standing {
         match (self, other) {
             (Standing::Promotable, _) | (_, Standing::Promotable) => Standing::Promotable,
+            (Standing::LeftOut, _) | (_, Standing::LeftOut) => Standing::LeftOut,
             (Standing::Passed { may_ack: a }, Standing::Passed { may_ack: b }) => {
                 Standing::Passed { may_ack: a || b }
             }
@@ -93,24 +105,21 @@ pub(crate) struct SentinelPrimary {
 /// Sentinel's rule for one replica, as one sentinel sees it.
 pub(crate) fn sentinel_standing(replica: &SentinelReplica, primary: SentinelPrimary) -> Standing {
     let flagged = |f: &str| replica.flags.iter().any(|x| x == f);
-    if flagged("s_down") || flagged("o_down") {
-        return Standing::Passed { may_ack: false };
-    }
-    if replica.last_ok_ping_reply_ms > SENTINEL_PING_PERIOD_MS * SENTINEL_PING_PERIODS {
-        return Standing::Passed { may_ack: false };
-    }
     let link_limit = primary
         .down_after_ms
         .saturating_mul(SENTINEL_LINK_DOWN_FACTOR)
         .saturating_add(primary.s_down_ms.unwrap_or(0));
-    if replica.master_link_down_ms > 0 && replica.master_link_down_ms as u64 > link_limit {
-        // Its link to the primary is down: it cannot acknowledge either.
-        return Standing::Passed { may_ack: false };
+    // Down, silent, or its link to the primary down for long: it cannot
+    // acknowledge, and is passed over until that passes.
+    let away = flagged("s_down")
+        || flagged("o_down")
+        || replica.last_ok_ping_reply_ms > SENTINEL_PING_PERIOD_MS * SENTINEL_PING_PERIODS
+        || (replica.master_link_down_ms > 0 && replica.master_link_down_ms as u64 > link_limit);
+    match (replica.priority, away) {
+        (0, away) => Standing::Passed { may_ack: !away },
+        (_, true) => Standing::LeftOut,
+        (_, false) => Standing::Promotable,
     }
-    if replica.priority == 0 {
-        return Standing::Passed { may_ack: true };
-    }
-    Standing::Promotable
 }
 
 /// One node of `CLUSTER NODES`, as the node asked sees it.
@@ -149,14 +158,14 @@ impl ClusterNode {
 /// The cluster's rule for one replica, from the flags the cluster agrees
 /// on (not the asked node's own `fail?` or link).
 pub(crate) fn cluster_standing(replica: &ClusterNode) -> Standing {
-    let gone = ["fail", "handshake"];
-    if replica.flags.iter().any(|f| gone.contains(&f.as_str())) {
+    if replica.flagged("handshake") {
         return Standing::Passed { may_ack: false };
     }
-    if replica.flagged("nofailover") {
-        return Standing::Passed { may_ack: true };
+    match (replica.flagged("fail"), replica.flagged("nofailover")) {
+        (failed, true) => Standing::Passed { may_ack: !failed },
+        (true, false) => Standing::LeftOut,
+        (false, false) => Standing::Promotable,
     }
-    Standing::Promotable
 }
 
 /// Parses `CLUSTER NODES`: `<id> <ip:port@cport[,hostname]> <flags>
@@ -230,13 +239,19 @@ mod tests {
             promotable(&replica("slave,disconnected", 1_200, 100, 0)),
             Standing::Promotable
         );
-        // Silent for more than five ping periods: dead, or cut off.
+        // Silent for more than five ping periods: dead, or cut off, until
+        // it answers again.
         assert_eq!(
             promotable(&replica("slave,disconnected", 5_001, 100, 0)),
-            Standing::Passed { may_ack: false }
+            Standing::LeftOut
         );
         assert_eq!(
             promotable(&replica("slave,s_down", 100, 100, 0)),
+            Standing::LeftOut
+        );
+        // Priority 0 and down: never promoted, and not acknowledging now.
+        assert_eq!(
+            promotable(&replica("slave,s_down", 100, 0, 0)),
             Standing::Passed { may_ack: false }
         );
         // Priority 0: never promoted, still replicating.
@@ -247,7 +262,7 @@ mod tests {
         // Its link to the primary down for longer than ten down-after periods.
         assert_eq!(
             promotable(&replica("slave", 100, 100, 300_001)),
-            Standing::Passed { may_ack: false }
+            Standing::LeftOut
         );
         assert_eq!(
             promotable(&replica("slave", 100, 100, 300_000)),
@@ -274,6 +289,11 @@ mod tests {
         let passed = Standing::Passed { may_ack: false };
         let acking = Standing::Passed { may_ack: true };
         assert_eq!(passed.best(Standing::Promotable), Standing::Promotable);
+        assert_eq!(
+            Standing::LeftOut.best(Standing::Promotable),
+            Standing::Promotable
+        );
+        assert_eq!(acking.best(Standing::LeftOut), Standing::LeftOut);
         assert_eq!(passed.best(acking), acking);
         assert_eq!(passed.best(passed), passed);
     }
@@ -306,7 +326,8 @@ bad line
             standing,
             [
                 Standing::Promotable,
-                Standing::Passed { may_ack: false },
+                // `fail`, by the cluster: back in the count once it is not.
+                Standing::LeftOut,
                 Standing::Passed { may_ack: true },
                 // The node asked lost its link to it, or flags it `fail?`:
                 // its own opinion; the cluster would still promote it.

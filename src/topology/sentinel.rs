@@ -122,6 +122,8 @@ pub(crate) struct SentinelView {
     pub(crate) promotable: u32,
     /// Replicas that cannot be promoted but may acknowledge a `WAIT`.
     pub(crate) others: u32,
+    /// Replicas left out for now (silent, down): promotable again once back.
+    pub(crate) left_out: u32,
 }
 
 /// One sentinel of the deployment: listed in the address, or named by one.
@@ -812,6 +814,10 @@ fn judge(known: &[Known], previous: Option<Address>, timeout: Duration) -> Senti
         .values()
         .filter(|s| **s == Standing::Passed { may_ack: true })
         .count() as u32;
+    let left_out = standings
+        .values()
+        .filter(|s| **s == Standing::LeftOut)
+        .count() as u32;
     let unsettled = if !named {
         Some(format!(
             "{} of the deployment's {deployment} sentinels agree on the primary; {majority} needed",
@@ -830,6 +836,7 @@ fn judge(known: &[Known], previous: Option<Address>, timeout: Duration) -> Senti
         unsettled,
         promotable,
         others,
+        left_out,
     }
 }
 

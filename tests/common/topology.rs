@@ -198,6 +198,20 @@ impl Cluster {
         }
     }
 
+    /// Cuts the bus link between the nodes on `a` and `b` only, both ways
+    /// (`start_bus_proxied` only): each still reaches every other node, and
+    /// clients and replication links are untouched.
+    pub async fn cut_bus_link(&self, a: u16, b: u16) {
+        let (id_a, id_b) = (self.node_id(a).await, self.node_id(b).await);
+        for (node, proxy) in self.nodes.iter().zip(&self.bus) {
+            if node.port == a {
+                proxy.cut_sender(&id_b);
+            } else if node.port == b {
+                proxy.cut_sender(&id_a);
+            }
+        }
+    }
+
     /// Undoes `isolate_bus`.
     pub async fn rejoin_bus(&self, port: u16) {
         let id = self.node_id(port).await;

@@ -70,7 +70,11 @@ async fn a_fair_lock_delete_removes_its_three_keys_as_javas_does() {
         })
         .await;
         assert_eq!(java.ok(&format!("fdelete {name}")).await, "true");
-        assert_eq!(existing(&raw, &keys).await, 0);
+        // The queue and the deadlines are gone. The lock key may already be
+        // back: the waiter's pause is what is left of Java's lease, which a
+        // loaded machine can have spent by now (CI saw it), and the waiter
+        // then takes the free lock at once.
+        assert_eq!(existing(&raw, &keys[1..]).await, 0);
         let taken = within("the Rust waiter goes on", rust_waits)
             .await
             .unwrap()

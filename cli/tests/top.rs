@@ -27,8 +27,9 @@ async fn top_shows_contention_first_and_what_happens_and_quits_on_q() {
     let top = Top::start(&server.url(), &["top:*"], 160, 40);
     let tmux = &top.tmux;
     let screen = tmux
-        .until("both locks on screen", |s| {
-            row(s, "top:busy").is_some() && row(s, "top:idle").is_some()
+        // The footer is drawn last: a capture can catch a frame half drawn.
+        .until("both locks on screen, the frame whole", |s| {
+            row(s, "top:busy").is_some() && row(s, "top:idle").is_some() && s.contains("q: quit")
         })
         .await;
     let (busy_at, busy_row) = row(&screen, "top:busy").unwrap();
@@ -38,10 +39,7 @@ async fn top_shows_contention_first_and_what_happens_and_quits_on_q() {
     assert_eq!(&idle_row[1..3], ["lock", "-"], "{screen}");
     let short_id: String = holder.id().chars().take(8).collect();
     assert!(busy_row[3].starts_with(&short_id), "{screen}");
-    assert!(
-        screen.contains("redisson-lock top |") && screen.contains("q: quit"),
-        "{screen}"
-    );
+    assert!(screen.contains("redisson-lock top |"), "{screen}");
 
     // A release, and a lock whose lease runs out unrenewed.
     idle.unlock().await.unwrap();

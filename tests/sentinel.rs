@@ -848,3 +848,42 @@ async fn a_lock_taken_while_the_replicas_are_away_is_at_risk_until_they_confirm(
     guard.unlock().await.unwrap();
     client.shutdown().await;
 }
+
+/// A replica that can never be promoted (`replica-priority 0`, a DR or
+/// analytics copy) may acknowledge a `WAIT`, so its acknowledgement must
+/// not stand in for the promotable replica's; but when it stops, a write
+/// the promotable replica has must not be refused for want of its. Which
+/// replicas acknowledged is read (`ROLE` around the `WAIT`), not guessed
+/// from the count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_replica_that_cannot_be_promoted_refuses_no_write() {
+    let sentinel = Sentinel::start_shaped(&[], [&[], &["--replica-priority", "0"]], "").await;
+    let mut c = config(&sentinel.url(), Duration::from_secs(2));
+    // One attempt: a refusal is not hidden by a later one made once the
+    // stopped replica no longer counts.
+    c.retry_attempts = 1;
+    let client = RedissonClient::connect(c).await.unwrap();
+    let lock = client.lock("dr-replica").unwrap();
+    let promotable_one = redisson_lock::SafetyLevel::Replicas {
+        acked: 1,
+        promotable: 1,
+    };
+    // Until the sentinels have read its priority, it counts as promotable.
+    common::topology::until("the priority-0 replica known as such", || async {
+        let guard = lock.try_lock().await.unwrap().expect("free");
+        let known = guard.safety() == promotable_one;
+        guard.unlock().await.unwrap();
+        known
+    })
+    .await;
+    sentinel.replicas[1].freeze();
+    let taken = lock.try_lock().await;
+    sentinel.replicas[1].thaw();
+    let guard = taken
+        .expect("the promotable replica acknowledged")
+        .expect("free");
+    assert_eq!(guard.safety(), promotable_one);
+    assert!(!guard.is_at_risk());
+    guard.unlock().await.unwrap();
+    client.shutdown().await;
+}

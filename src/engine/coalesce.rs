@@ -111,7 +111,7 @@ struct Queued {
 
 /// A call's reply, and how many replicas acknowledged the `WAIT` that
 /// followed it (its batch's), if one did.
-pub(crate) type Reply = Result<(Value, Option<i64>)>;
+pub(crate) type Reply = Result<(Value, Option<script::Acks>)>;
 
 /// A queued call's reply, once its batch is answered.
 #[derive(Default)]
@@ -406,12 +406,12 @@ async fn flush_node(lane: &Lane, slot: u16, queued: Vec<Queued>) {
     if let Some(last) = last {
         let waited = send(lane, last, wait).await;
         let acked = waited.iter().find_map(|(_, reply)| match reply {
-            Ok((_, acked)) => *acked,
+            Ok((_, acked)) => acked.clone(),
             _ => None,
         });
         for (_, reply) in &mut done {
             if let Ok((_, no_wait)) = reply {
-                *no_wait = acked;
+                *no_wait = acked.clone();
             }
         }
         done.extend(waited);
@@ -485,7 +485,7 @@ async fn send(lane: &Lane, mut batch: Vec<Queued>, wait: Option<WaitFor>) -> Vec
                 .into_iter()
                 .map(|p| {
                     let (code, reply) = (replies.next(), replies.next());
-                    (p, unpack(code, reply).map(|reply| (reply, acked)))
+                    (p, unpack(code, reply).map(|reply| (reply, acked.clone())))
                 })
                 .collect()
         }

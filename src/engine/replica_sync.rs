@@ -16,6 +16,11 @@
 //!   promotable one's), so one lagging replica does not hold every write
 //!   for the whole `slavesSyncTimeout` (Redisson waits for every connected
 //!   replica, then checks that one acknowledged);
+//! * where such replicas exist, the `WAIT` goes between two `ROLE`s: the
+//!   first gives the primary's offset just past the write, the second each
+//!   replica's acknowledged offset, so a write every promotable replica has
+//!   is confirmed though a stopped priority-0 replica never acknowledged
+//!   (the count alone cannot tell whose acknowledgements came);
 //! * while a failover is under way nothing is confirmed.
 //!
 //! A write that falls short asks the view to read that primary again. A
@@ -35,7 +40,7 @@ use fred::types::{ClusterHash, CustomCommand, Value};
 
 use crate::config::{Config, ReplicaQuorum};
 use crate::engine::safety::Synced;
-use crate::engine::script::WaitFor;
+use crate::engine::script::{Acks, WaitFor};
 use crate::error::{Error, Result};
 use crate::topology::{Requirement, Topology};
 
@@ -53,6 +58,7 @@ pub(crate) enum Plan {
         promotable: u32,
         others: u32,
         left_out: u32,
+        promotable_at: Arc<[String]>,
         wait: Option<WaitFor>,
     },
 }
@@ -223,32 +229,39 @@ impl ReplicaSync {
                 promotable,
                 others,
                 left_out,
+                promotable_at,
             } => {
                 let required = self.required(promotable);
+                // Where others may acknowledge, which replicas did is read
+                // (`ROLE`), so that a stopped or lagging one that cannot be
+                // promoted holds up no write every promotable one has.
+                let by_replica = others > 0 && !promotable_at.is_empty();
                 Plan::Wait {
                     required,
                     promotable,
                     others,
                     left_out,
+                    promotable_at,
                     // No replica could take over: nothing a failover could
                     // lose, nothing to wait for.
                     wait: (required > 0).then_some(WaitFor {
                         replicas: i64::from(required + others),
                         timeout: self.wait,
                         by: None,
+                        by_replica,
                     }),
                 }
             }
         })
     }
 
-    /// What the replicas confirmed of a write sent as `plan` says, `acked`
-    /// of them answering its `WAIT`. A write that fell short asks the view
-    /// to read that primary again.
+    /// What the replicas confirmed of a write sent as `plan` says, `acks`
+    /// answering its `WAIT`. A write that fell short asks the view to read
+    /// that primary again.
     pub(crate) fn judge(
         &self,
         plan: Plan,
-        acked: Option<i64>,
+        acks: Option<Acks>,
         redis: &Client,
         slot: u16,
     ) -> Synced {
@@ -270,15 +283,18 @@ impl ReplicaSync {
                 promotable,
                 others,
                 left_out,
+                promotable_at,
                 ..
             } => {
+                let acks = acks.unwrap_or_default();
                 // Acknowledgements beyond the promotable replicas' may come
                 // from the others; only what is left surely came from
-                // promotable ones.
-                let acked = acked
-                    .unwrap_or(0)
+                // promotable ones, unless each replica's was read.
+                let by_count = acks
+                    .count
                     .saturating_sub(i64::from(others))
                     .clamp(0, i64::from(promotable)) as u32;
+                let acked = by_count.max(among(&acks, &promotable_at));
                 match self.judged(acked, required, promotable, left_out) {
                     // The rule holds when the reply is read, not when the
                     // write was planned: a replica the view has since found
@@ -288,7 +304,7 @@ impl ReplicaSync {
                     // before the view changed left its hold at risk, and a
                     // late reply let its deadline pass: a false lost signal.
                     short @ Synced::Short { .. } => {
-                        self.judged_now(acked, redis, slot).unwrap_or(short)
+                        self.judged_now(acked, &acks, redis, slot).unwrap_or(short)
                     }
                     judged => judged,
                 }
@@ -319,18 +335,23 @@ impl ReplicaSync {
     }
 
     /// A short write judged again by the view as it is now: confirmed if
-    /// the promotable replicas the view now knows need no more than `acked`.
-    fn judged_now(&self, acked: u32, redis: &Client, slot: u16) -> Option<Synced> {
+    /// the promotable replicas the view now knows need no more than
+    /// `acked` (or than those of them `acks` names).
+    fn judged_now(&self, acked: u32, acks: &Acks, redis: &Client, slot: u16) -> Option<Synced> {
         match self.topology.requirement(redis, slot) {
             Requirement::Replicas {
                 promotable,
                 left_out,
+                promotable_at,
                 ..
-            } if acked >= self.required(promotable) => Some(Synced::Confirmed {
-                acked: acked.min(promotable),
-                promotable,
-                left_out,
-            }),
+            } => {
+                let acked = acked.max(among(acks, &promotable_at));
+                (acked >= self.required(promotable)).then_some(Synced::Confirmed {
+                    acked: acked.min(promotable),
+                    promotable,
+                    left_out,
+                })
+            }
             Requirement::Nothing => Some(Synced::NotWaited),
             _ => None,
         }
@@ -390,4 +411,15 @@ impl ReplicaSync {
     pub(crate) async fn quit(&self) {
         self.topology.quit().await;
     }
+}
+
+/// How many of `promotable_at` the replicas that acknowledged (as read by
+/// `ROLE`) name.
+fn among(acks: &Acks, promotable_at: &[String]) -> u32 {
+    acks.caught_up.as_ref().map_or(0, |caught_up| {
+        caught_up
+            .iter()
+            .filter(|a| promotable_at.contains(a))
+            .count() as u32
+    })
 }

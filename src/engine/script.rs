@@ -110,7 +110,7 @@ impl Script {
         slot: u16,
         call: ScriptCall,
         wait: Option<WaitFor>,
-    ) -> Result<(Value, Option<i64>)> {
+    ) -> Result<(Value, Option<Acks>)> {
         let argv = call.into_argv(self.sha1.clone());
         send_waiting(redis, timeout, "EVALSHA", argv, slot, wait).await
     }
@@ -148,7 +148,7 @@ impl Script {
         call: ScriptCall,
         rebuild: &(dyn Fn() -> ScriptCall + Sync),
         wait: Option<WaitFor>,
-    ) -> Result<(Value, Option<i64>)> {
+    ) -> Result<(Value, Option<Acks>)> {
         match self.send_cached(redis, timeout, slot, call, wait).await {
             Err(e) if e.is_noscript() => {
                 if self.batches() {
@@ -183,7 +183,7 @@ impl Script {
         slot: u16,
         call: ScriptCall,
         wait: Option<WaitFor>,
-    ) -> Result<(Value, Option<i64>)> {
+    ) -> Result<(Value, Option<Acks>)> {
         let argv = call.into_argv(self.sha1.clone());
         let mut kept = argv.clone();
         match send_waiting(redis, timeout, "EVALSHA", argv, slot, wait).await {
@@ -214,7 +214,7 @@ fn send_waiting<'a>(
     argv: Vec<Value>,
     slot: u16,
     wait: Option<WaitFor>,
-) -> futures::future::BoxFuture<'a, Result<(Value, Option<i64>)>> {
+) -> futures::future::BoxFuture<'a, Result<(Value, Option<Acks>)>> {
     Box::pin(async move {
         match wait {
             None => send(redis, timeout, cmd, argv, slot)
@@ -226,10 +226,9 @@ fn send_waiting<'a>(
                     by: None,
                     ..wait
                 };
-                let (reply, acked) =
+                let (reply, acks) =
                     send_then_wait(redis, timeout + wait.timeout, cmd, argv, slot, wait).await?;
-                // A server without WAIT (a proxy that refuses it) confirmed nothing.
-                Ok((reply, Some(acked.unwrap_or(0))))
+                Ok((reply, Some(acks)))
             }
         }
     })
@@ -245,6 +244,10 @@ pub(crate) struct WaitFor {
     /// goes out, which may be a while after the call was made (it waits
     /// for the connection's one `WAIT` in flight).
     pub(crate) by: Option<tokio::time::Instant>,
+    /// Read which replicas acknowledged (a `ROLE` before and after the
+    /// `WAIT`): where replicas that cannot be promoted may acknowledge, so
+    /// that theirs is not mistaken for a promotable one's.
+    pub(crate) by_replica: bool,
 }
 
 impl WaitFor {
@@ -258,6 +261,7 @@ impl WaitFor {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             },
+            by_replica: self.by_replica || other.by_replica,
         }
     }
 
@@ -274,7 +278,8 @@ impl WaitFor {
     }
 }
 
-/// `cmd argv` then `WAIT`, as one pipeline with one attempt.
+/// `cmd argv` then `WAIT`, as one pipeline with one attempt; with
+/// [`WaitFor::by_replica`], the `WAIT` between two `ROLE`s.
 async fn send_then_wait(
     redis: &Client,
     timeout: Duration,
@@ -282,19 +287,25 @@ async fn send_then_wait(
     argv: Vec<Value>,
     slot: u16,
     wait: WaitFor,
-) -> Result<(Value, Option<i64>)> {
+) -> Result<(Value, Acks)> {
     let options = once(timeout);
     let pipeline = fred::clients::Pipeline::from(redis.with_options(&options));
-    let script = CustomCommand::new_static(cmd, ClusterHash::Custom(slot), false);
-    let wait_cmd = CustomCommand::new_static("WAIT", ClusterHash::Custom(slot), false);
+    let command =
+        |name: &'static str| CustomCommand::new_static(name, ClusterHash::Custom(slot), false);
     let queue = |e: fred::error::Error| Error::from_redis(&e, timeout);
     pipeline
-        .custom::<(), Value>(script, argv)
+        .custom::<(), Value>(command(cmd), argv)
         .await
         .map_err(queue)?;
+    if wait.by_replica {
+        pipeline
+            .custom::<(), Value>(command("ROLE"), Vec::<Value>::new())
+            .await
+            .map_err(queue)?;
+    }
     pipeline
         .custom::<(), Value>(
-            wait_cmd,
+            command("WAIT"),
             vec![
                 wait.replicas.into(),
                 // Never 0: `WAIT n 0` blocks the connection for good.
@@ -303,6 +314,12 @@ async fn send_then_wait(
         )
         .await
         .map_err(queue)?;
+    if wait.by_replica {
+        pipeline
+            .custom::<(), Value>(command("ROLE"), Vec::<Value>::new())
+            .await
+            .map_err(queue)?;
+    }
     let call = pipeline.try_all::<Value>();
     let mut replies = match tokio::time::timeout(timeout + Duration::from_secs(1), call).await {
         Ok(replies) => replies.into_iter(),
@@ -312,19 +329,77 @@ async fn send_then_wait(
         .next()
         .unwrap_or_else(|| Ok(Value::Null))
         .map_err(|e| Error::from_redis(&e, timeout))?;
-    let acked = match replies.next() {
-        Some(Ok(value)) => as_i64(&value),
-        Some(Err(e)) if e.details().contains("unknown command") => None,
+    let before = match wait.by_replica {
+        true => replies.next().and_then(|r| r.ok()),
+        false => None,
+    };
+    let count = match replies.next() {
+        Some(Ok(value)) => as_i64(&value).unwrap_or(0),
+        // A server without WAIT (a proxy that refuses it) confirmed nothing.
+        Some(Err(e)) if e.details().contains("unknown command") => 0,
         // The script ran; its reply must not be lost to a WAIT error (an ACL
         // without WAIT, a primary demoted meanwhile): count no replica.
         Some(Err(e)) => {
             tracing::warn!(error = %e, "WAIT after a lock script failed; counting no replica");
-            Some(0)
+            0
         }
         // The pipeline failed as a whole: only one (error) result.
         None => return Err(Error::connection("pipeline ended without a WAIT reply")),
     };
-    Ok((reply, acked))
+    let after = replies.next().and_then(|r| r.ok());
+    let caught_up = match (before, after) {
+        (Some(before), Some(after)) => caught_up(&before, &after),
+        _ => None,
+    };
+    Ok((reply, Acks { count, caught_up }))
+}
+
+/// What the replicas acknowledged of a write.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Acks {
+    /// The `WAIT` reply: how many replicas acknowledged.
+    pub(crate) count: i64,
+    /// With [`WaitFor::by_replica`]: the replicas (`ip:port`, as the
+    /// primary names them) whose acknowledged offset, read by the `ROLE`
+    /// after the `WAIT`, reached the primary's offset read by the `ROLE`
+    /// right after the write. That offset is past the write (a script's
+    /// effects are in the replication stream before its reply), so those
+    /// replicas surely have it.
+    pub(crate) caught_up: Option<Vec<String>>,
+}
+
+/// The replicas of `after` (a primary's `ROLE`) whose acknowledged offset
+/// reached the primary's offset in `before`; `None` if either is not a
+/// primary's `ROLE` (a demoted node).
+fn caught_up(before: &Value, after: &Value) -> Option<Vec<String>> {
+    let master = |role: &Value| -> Option<(i64, Vec<Value>)> {
+        let Value::Array(parts) = role else {
+            return None;
+        };
+        match (
+            parts.first()?.as_str()?.as_ref(),
+            parts.get(1),
+            parts.get(2),
+        ) {
+            ("master", Some(offset), Some(Value::Array(replicas))) => {
+                Some((as_i64(offset)?, replicas.clone()))
+            }
+            _ => None,
+        }
+    };
+    let (written, _) = master(before)?;
+    let (_, replicas) = master(after)?;
+    Some(
+        replicas
+            .iter()
+            .filter_map(|replica| match replica {
+                Value::Array(r) if r.len() >= 3 && as_i64(&r[2])? >= written => {
+                    Some(format!("{}:{}", r[0].as_str()?, as_i64(&r[1])?))
+                }
+                _ => None,
+            })
+            .collect(),
+    )
 }
 
 async fn send(
@@ -378,4 +453,58 @@ pub(crate) fn as_i64(value: &Value) -> Option<i64> {
 /// An unexpected reply shape, as an error.
 pub(crate) fn unexpected(what: &str, value: &Value) -> Error {
     Error::redis(format!("unexpected reply to {what}: {value:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn role(offset: i64, replicas: &[(&str, i64, i64)]) -> Value {
+        let replicas = replicas
+            .iter()
+            .map(|(ip, port, ack)| {
+                // As RESP2 sends them: the port and offset as bulk strings.
+                Value::Array(vec![
+                    Value::from(*ip),
+                    Value::from(port.to_string()),
+                    Value::from(ack.to_string()),
+                ])
+            })
+            .collect();
+        Value::Array(vec![
+            Value::from("master"),
+            Value::from(offset),
+            Value::Array(replicas),
+        ])
+    }
+
+    #[test]
+    fn the_replicas_caught_up_are_those_past_the_write() {
+        let before = role(500, &[("10.0.0.2", 6379, 400), ("10.0.0.3", 6379, 400)]);
+        let after = role(
+            700,
+            &[
+                ("10.0.0.2", 6379, 500),
+                ("10.0.0.3", 6379, 499),
+                ("10.0.0.4", 6380, 650),
+            ],
+        );
+        assert_eq!(
+            caught_up(&before, &after),
+            Some(vec![
+                "10.0.0.2:6379".to_string(),
+                "10.0.0.4:6380".to_string()
+            ])
+        );
+        // A node that is no longer a primary names no replica.
+        let replica = Value::Array(vec![
+            Value::from("slave"),
+            Value::from("10.0.0.9"),
+            Value::from(6379),
+            Value::from("connected"),
+            Value::from(700),
+        ]);
+        assert_eq!(caught_up(&before, &replica), None);
+        assert_eq!(caught_up(&replica, &after), None);
+    }
 }

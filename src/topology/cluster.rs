@@ -29,7 +29,7 @@ pub(crate) const SCAN_PERIOD: Duration = Duration::from_secs(5);
 const FORCED_GAP: Duration = Duration::from_secs(1);
 
 /// What the cluster says of one primary's replicas.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct PrimaryReplicas {
     /// Replicas a failover could promote.
     pub(crate) promotable: u32,
@@ -37,6 +37,8 @@ pub(crate) struct PrimaryReplicas {
     pub(crate) others: u32,
     /// Replicas left out for now (`fail`): promotable again once back.
     pub(crate) left_out: u32,
+    /// The promotable replicas' addresses.
+    pub(crate) promotable_at: Arc<[String]>,
 }
 
 /// Which primary serves which slots: ranges sorted by their first slot,
@@ -95,7 +97,7 @@ impl ClusterWatch {
     /// The replicas of the primary at `address` (`host:port`), if it is a
     /// primary the view knows.
     pub(crate) fn replicas_of(&self, address: &str) -> Option<PrimaryReplicas> {
-        self.state.lock().primaries.get(address).copied()
+        self.state.lock().primaries.get(address).cloned()
     }
 
     /// Whether the node at `address` serves `slot` in the last view; `None`
@@ -281,29 +283,29 @@ fn primaries_in(text: &str) -> (HashMap<String, PrimaryReplicas>, SlotOwners) {
     let mut primaries = HashMap::new();
     let mut owners = SlotOwners::new();
     for primary in nodes.iter().filter(|n| n.is_primary() && n.has_slots()) {
-        let mut replicas = PrimaryReplicas {
-            promotable: 0,
-            others: 0,
-            left_out: 0,
-        };
+        let mut replicas = PrimaryReplicas::default();
+        let mut promotable_at = vec![];
         for replica in nodes
             .iter()
             .filter(|n| n.primary_id.as_deref() == Some(primary.id.as_str()))
         {
             match cluster_standing(replica) {
-                Standing::Promotable => replicas.promotable += 1,
+                Standing::Promotable => promotable_at.push(replica.address.clone()),
                 Standing::LeftOut => replicas.left_out += 1,
                 Standing::Passed { may_ack: true } => replicas.others += 1,
                 Standing::Passed { may_ack: false } => {}
             }
         }
+        promotable_at.sort();
+        replicas.promotable = promotable_at.len() as u32;
+        replicas.promotable_at = promotable_at.into();
         let mut names = vec![primary.address.clone()];
         if let Some(host) = &primary.hostname {
             let port = primary.address.rsplit(':').next().unwrap_or_default();
             names.push(format!("{host}:{port}"));
         }
         for name in &names {
-            primaries.insert(name.clone(), replicas);
+            primaries.insert(name.clone(), replicas.clone());
         }
         owners.extend(primary.slots.iter().map(|range| (*range, names.clone())));
     }
@@ -334,7 +336,8 @@ r4 127.0.0.1:7006@17006 slave,fail? a1 0 0 1 disconnected
             PrimaryReplicas {
                 promotable: 2,
                 others: 0,
-                left_out: 1
+                left_out: 1,
+                promotable_at: ["127.0.0.1:7003".to_string(), "127.0.0.1:7006".to_string()].into(),
             }
         );
         assert_eq!(
@@ -342,7 +345,8 @@ r4 127.0.0.1:7006@17006 slave,fail? a1 0 0 1 disconnected
             PrimaryReplicas {
                 promotable: 0,
                 others: 1,
-                left_out: 0
+                left_out: 0,
+                promotable_at: [].into(),
             }
         );
     }

@@ -53,6 +53,9 @@ pub(crate) enum Requirement {
         promotable: u32,
         others: u32,
         left_out: u32,
+        /// The promotable replicas' addresses (`ip:port`, as the primary's
+        /// `ROLE` names them), to tell their acknowledgements apart.
+        promotable_at: Arc<[String]>,
     },
     /// No write counts as confirmed now: a failover is under way, or the
     /// primary is not known yet. Why, for logs.
@@ -272,6 +275,7 @@ impl Topology {
                         promotable: view.promotable,
                         others: view.others,
                         left_out: view.left_out,
+                        promotable_at: view.promotable_at,
                     },
                 }
             }
@@ -288,6 +292,7 @@ impl Topology {
                         promotable: r.promotable,
                         others: r.others,
                         left_out: r.left_out,
+                        promotable_at: r.promotable_at,
                     },
                     // The view has another owner for the slot: the
                     // connection's map is behind.

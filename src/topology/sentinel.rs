@@ -124,6 +124,8 @@ pub(crate) struct SentinelView {
     pub(crate) others: u32,
     /// Replicas left out for now (silent, down): promotable again once back.
     pub(crate) left_out: u32,
+    /// The promotable replicas' addresses.
+    pub(crate) promotable_at: Arc<[String]>,
 }
 
 /// One sentinel of the deployment: listed in the address, or named by one.
@@ -806,10 +808,13 @@ fn judge(known: &[Known], previous: Option<Address>, timeout: Duration) -> Senti
             }
         }
     }
-    let promotable = standings
-        .values()
-        .filter(|s| **s == Standing::Promotable)
-        .count() as u32;
+    let mut promotable_at: Vec<String> = standings
+        .iter()
+        .filter(|(_, s)| **s == Standing::Promotable)
+        .map(|(address, _)| address.to_string())
+        .collect();
+    promotable_at.sort();
+    let promotable = promotable_at.len() as u32;
     let others = standings
         .values()
         .filter(|s| **s == Standing::Passed { may_ack: true })
@@ -837,6 +842,7 @@ fn judge(known: &[Known], previous: Option<Address>, timeout: Duration) -> Senti
         promotable,
         others,
         left_out,
+        promotable_at: promotable_at.into(),
     }
 }
 

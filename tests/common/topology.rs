@@ -743,12 +743,22 @@ impl Sentinel {
     /// With `extra` flags on the primary and the replicas, and
     /// `sentinel_conf` lines added to each sentinel's config file.
     pub async fn start_with(extra: &[&str], sentinel_conf: &str) -> Self {
+        Self::start_shaped(extra, [&[], &[]], sentinel_conf).await
+    }
+
+    /// As `start_with`, each replica with flags of its own too (a
+    /// `replica-priority 0` one, say).
+    pub async fn start_shaped(
+        extra: &[&str],
+        per_replica: [&[&str]; 2],
+        sentinel_conf: &str,
+    ) -> Self {
         let dir = Scratch::new("sentinel");
         let primary = RedisServer::start_with(extra).await;
         let mut replicas = Vec::new();
-        for _ in 0..2 {
+        for own in per_replica {
             let port = primary.port.to_string();
-            let args = [&["--replicaof", "127.0.0.1", &port][..], extra].concat();
+            let args = [&["--replicaof", "127.0.0.1", &port][..], extra, own].concat();
             replicas.push(RedisServer::start_with(&args).await);
         }
         let sentinels = start_sentinels(&dir, primary.port, sentinel_conf).await;

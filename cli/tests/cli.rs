@@ -406,6 +406,43 @@ async fn cluster_and_sentinel_addresses_and_redisson_config_files() {
     holder.shutdown().await;
 }
 
+/// A Java service's Redisson YAML names its server through environment
+/// variables, which Redisson fills in before parsing; so does the CLI.
+#[tokio::test]
+async fn a_redisson_config_file_takes_its_variables_from_the_environment() {
+    let server = RedisServer::start().await;
+    // The lock is held on database 3 only.
+    let mut settings = config(&server.url(), Duration::from_secs(30));
+    settings.database = Some(3);
+    let holder = redisson_lock::RedissonClient::connect(settings).await.unwrap();
+    let _held = holder.lock("env-config").unwrap().lock().await.unwrap();
+    let dir = common::topology::Scratch::new("cli-env-config");
+    let file = dir.0.join("redisson.yaml");
+    std::fs::write(
+        &file,
+        "singleServerConfig:\n  address: \"redis://${REDIS_HOST:-127.0.0.1}:${REDIS_PORT}\"\n  database: ${REDIS_DB}\n",
+    )
+    .unwrap();
+    let mut cmd = cli("redis://127.0.0.1:1");
+    cmd.env("REDIS_PORT", server.port.to_string())
+        .env("REDIS_DB", "3")
+        .env_remove("REDIS_HOST")
+        .args(["--redisson-config", file.to_str().unwrap()])
+        .args(["run", "--wait", "0s", "env-config", "--", "true"]);
+    let out = output(cmd).await;
+    assert_eq!(out.code, 75, "held there: {}", out.stderr);
+    // With the variable unset: an error that names it.
+    let mut cmd = cli("redis://127.0.0.1:1");
+    cmd.env("REDIS_PORT", server.port.to_string())
+        .env_remove("REDIS_DB")
+        .args(["--redisson-config", file.to_str().unwrap()])
+        .args(["status", "env-config"]);
+    let out = output(cmd).await;
+    assert_ne!(out.code, 0);
+    assert!(out.stderr.contains("REDIS_DB, which is not set"), "{}", out.stderr);
+    holder.shutdown().await;
+}
+
 #[tokio::test]
 async fn the_password_stays_out_of_help_errors_and_the_command_line() {
     const SECRET: &str = "cli-s3cret";

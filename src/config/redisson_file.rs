@@ -2,6 +2,10 @@
 //! use the very file its Java neighbour uses. Settings this crate has are
 //! mapped onto [`Config`]; the others are reported back and logged, never
 //! silently dropped; a setting with an invalid value is an error.
+//!
+//! As Redisson does, `${VAR}` and `${VAR:-default}` are replaced from the
+//! environment before the file is parsed (Java system properties have no
+//! Rust counterpart), so `database: ${REDIS_DB}` reads as a number.
 
 use std::time::Duration;
 
@@ -50,15 +54,31 @@ impl Config {
     /// assert_eq!(file.config.lock_watchdog_timeout, Duration::from_secs(10));
     /// assert_eq!(file.ignored, vec!["singleServerConfig.connectionPoolSize"]);
     /// ```
+    ///
+    /// `${VAR}` and `${VAR:-default}` are replaced from the environment
+    /// first, as Redisson replaces them (a variable that is not set and has
+    /// no default is left as written).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for a file that does not parse, a setting with an
+    /// invalid value, or no server section.
     pub fn from_redisson_yaml(text: &str) -> Result<RedissonFile> {
-        let value: Value = serde_yaml_ng::from_str(text)
+        let text = resolve_env_params(text, |name| std::env::var(name).ok());
+        let value: Value = serde_yaml_ng::from_str(&text)
             .map_err(|e| Error::Config(format!("Redisson YAML config: {e}")))?;
         read(value)
     }
 
-    /// Reads a Redisson JSON config (same names as the YAML form).
+    /// Reads a Redisson JSON config (same names as the YAML form, the same
+    /// `${VAR}` replacement).
+    ///
+    /// # Errors
+    ///
+    /// As [`Config::from_redisson_yaml`].
     pub fn from_redisson_json(text: &str) -> Result<RedissonFile> {
-        let json: serde_json::Value = serde_json::from_str(text)
+        let text = resolve_env_params(text, |name| std::env::var(name).ok());
+        let json: serde_json::Value = serde_json::from_str(&text)
             .map_err(|e| Error::Config(format!("Redisson JSON config: {e}")))?;
         let value = serde_yaml_ng::to_value(json)
             .map_err(|e| Error::Config(format!("Redisson JSON config: {e}")))?;
@@ -167,6 +187,14 @@ fn read(root: Value) -> Result<RedissonFile> {
 
 /// The fred URL for a server section.
 fn address(section: &str, nodes: &[String], master_name: Option<String>) -> Result<String> {
+    // Redisson would connect to the literal text; say which variable.
+    if let Some(node) = nodes.iter().find(|n| n.contains("${")) {
+        return Err(invalid(
+            &format!("{section} address"),
+            "an address",
+            &Value::String(node.clone()),
+        ));
+    }
     let hosts: Vec<(String, &str)> = nodes
         .iter()
         .map(|node| {
@@ -218,7 +246,84 @@ fn key_name(key: &Value) -> Result<String> {
     }
 }
 
+/// Redisson's `${NAME}` / `${NAME:-default}` replacement (its pattern
+/// `\$\{([\w.]+(:-.+?)?)\}`): `NAME` of ASCII letters, digits, `_` and
+/// `.`; a default of at least one character, up to the first `}` on the
+/// same line. A name `lookup` does not know takes its default, or stays as
+/// written. Like Java's `split(":-")`, a default that itself holds `:-` is
+/// not applied.
+fn resolve_env_params(text: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("${") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 2..];
+        let name_len = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+            .unwrap_or(after.len());
+        let name = &after[..name_len];
+        let tail = &after[name_len..];
+        // (the default, the whole match's length after `${`)
+        let matched = if name.is_empty() {
+            None
+        } else if tail.starts_with('}') {
+            Some((None, name_len + 1))
+        } else if let Some(default_and_more) = tail.strip_prefix(":-") {
+            // At least one character, then the first `}`; `.` matches no
+            // line break.
+            let first = default_and_more.chars().next().filter(|c| *c != '\n' && *c != '\r');
+            first.and_then(|c| {
+                let from = c.len_utf8();
+                let end = default_and_more[from..]
+                    .find(['}', '\n', '\r'])
+                    .map(|i| i + from)
+                    .filter(|&i| default_and_more[i..].starts_with('}'))?;
+                Some((Some(&default_and_more[..end]), name_len + 2 + end + 1))
+            })
+        } else {
+            None
+        };
+        match matched {
+            Some((default, len)) => {
+                let written = &rest[at..at + 2 + len];
+                let usable_default = default.filter(|d| {
+                    let mut parts: Vec<&str> = d.split(":-").collect();
+                    while parts.len() > 1 && parts.last() == Some(&"") {
+                        parts.pop();
+                    }
+                    parts.len() == 1
+                });
+                match lookup(name) {
+                    Some(value) => out.push_str(&value),
+                    None => out.push_str(usable_default.unwrap_or(written)),
+                }
+                rest = &rest[at + 2 + len..];
+            }
+            None => {
+                out.push_str("${");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 fn invalid(path: &str, expected: &str, value: &Value) -> Error {
+    // A variable the environment did not set (Redisson leaves it as written).
+    if let Some(text) = value.as_str() {
+        if let Some(start) = text.find("${") {
+            let name: String = text[start + 2..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '.')
+                .collect();
+            return Error::Config(format!(
+                "Redisson config: {path} must be {expected}; it names the environment \
+                 variable {name}, which is not set (set it, or give a default: \
+                 ${{{name}:-value}})"
+            ));
+        }
+    }
     // Never echo a secret, nor an address that may carry one.
     let lower = path.to_ascii_lowercase();
     if lower.contains("password") || lower.contains("address") {
@@ -360,5 +465,51 @@ checkLockSyncedSlaves: false
             .config
         )
         .contains("<redacted>"));
+    }
+
+    #[test]
+    fn variables_are_replaced_as_redisson_replaces_them() {
+        let env = |name: &str| match name {
+            "REDIS_HOST" => Some("10.0.0.7".to_string()),
+            "redis.port" => Some("6380".to_string()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        };
+        let r = |text: &str| resolve_env_params(text, env);
+        assert_eq!(r("redis://${REDIS_HOST}:${redis.port}"), "redis://10.0.0.7:6380");
+        assert_eq!(r("${REDIS_DB:-3}"), "3");
+        // Set beats the default; set to nothing is nothing.
+        assert_eq!(r("${REDIS_HOST:-x}/${EMPTY:-y}"), "10.0.0.7/");
+        // Not set, no default: as written.
+        assert_eq!(r("a ${NOPE} b"), "a ${NOPE} b");
+        // Not the pattern: as written.
+        assert_eq!(r("${} ${A-B} $${REDIS_HOST}"), "${} ${A-B} $10.0.0.7");
+        assert_eq!(r("${NOPE:-"), "${NOPE:-");
+        // As Java's lazy `.+?`: an empty default takes what follows, up to
+        // the next `}`.
+        assert_eq!(r("${NOPE:-} and ${REDIS_HOST}"), "} and ${REDIS_HOST");
+        // The default runs to the first `}`, on its line, at least one char.
+        assert_eq!(r("${NOPE:-}}"), "}");
+        assert_eq!(r("${NOPE:-a\nb}"), "${NOPE:-a\nb}");
+        assert_eq!(r("${NOPE:-{x}}"), "{x}");
+        // Java's split(":-"): such a default is not applied.
+        assert_eq!(r("${NOPE:-a:-b}"), "${NOPE:-a:-b}");
+        assert_eq!(r("héllo ${NOPE:-wörld} ✓"), "héllo wörld ✓");
+    }
+
+    #[test]
+    fn a_variable_left_unset_is_named_in_the_error() {
+        let err = Config::from_redisson_yaml(
+            "singleServerConfig:\n  address: 'redis://a:1'\n  database: ${REDISSON_LOCK_TEST_UNSET_DB}\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("REDISSON_LOCK_TEST_UNSET_DB, which is not set"), "{err}");
+        let err = Config::from_redisson_yaml(
+            "singleServerConfig:\n  address: 'redis://${REDISSON_LOCK_TEST_UNSET_HOST}:6379'\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("REDISSON_LOCK_TEST_UNSET_HOST, which is not set"), "{err}");
     }
 }

@@ -162,6 +162,19 @@ impl std::error::Error for Cause {
 /// fred's error when a command met a redirect it was not allowed to follow.
 const REDIRECTED: &str = "Too many redirections";
 /// fred's error when it had no connection to write a command to.
+/// Error codes of the server's refusals that pass: failovers, loads,
+/// long scripts, memory and replica limits. The command did not run.
+const TRANSIENT_CODES: [&str; 8] = [
+    "READONLY",
+    "LOADING",
+    "MASTERDOWN",
+    "CLUSTERDOWN",
+    "TRYAGAIN",
+    "BUSY",
+    "NOREPLICAS",
+    "OOM",
+];
+
 const NO_ROUTE: &str = "Failed to route command";
 /// fred's error when a command's only write attempt was lost with its connection.
 const WRITE_ATTEMPTS: &str = "Too many failed write attempts";
@@ -308,9 +321,50 @@ impl Error {
     /// let err = redisson_lock::Error::InvalidArgument("lock name is empty".into());
     /// assert!(!err.is_transient());
     /// ```
+    ///
+    /// The server's own refusals during a failover or a load are transient
+    /// too (the command did not run): `READONLY` (a demoted primary),
+    /// `LOADING`, `MASTERDOWN`, `CLUSTERDOWN`, `TRYAGAIN`, `BUSY` (a long
+    /// script), `NOREPLICAS` (`min-replicas-to-write`) and `OOM`
+    /// (`maxmemory`); see [`Error::code`].
     pub fn is_transient(&self) -> bool {
         self.is_outcome_unknown()
             || matches!(self, Error::ReplicasNotSynced { .. } | Error::NoPrimary(_))
+            || self.code().is_some_and(|code| TRANSIENT_CODES.contains(&code))
+    }
+
+    /// The error code of a reply Redis sent (`READONLY`, `WRONGTYPE`,
+    /// `NOSCRIPT`, `ERR`, ...): its first word, as redis-rs's `code()`.
+    /// Redis 6 wraps an error raised inside a script as `ERR Error running
+    /// script ... -READONLY ...`; the code is then the inner one. `None` for
+    /// any other error.
+    ///
+    /// ```
+    /// use redisson_lock::Error;
+    /// let refused = Error::Redis {
+    ///     message: "READONLY You can't write against a read only replica.".into(),
+    ///     source: None,
+    /// };
+    /// assert_eq!(refused.code(), Some("READONLY"));
+    /// assert!(refused.is_transient());
+    /// ```
+    pub fn code(&self) -> Option<&str> {
+        let Error::Redis { message, .. } = self else {
+            return None;
+        };
+        let is_code =
+            |w: &str| !w.is_empty() && w.bytes().all(|b| b.is_ascii_uppercase() || b == b'_');
+        let first = message.split_whitespace().next()?;
+        if first == "ERR" && message.starts_with("ERR Error running script") {
+            if let Some(inner) = message
+                .rsplit_once(": -")
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                .filter(|w| is_code(w))
+            {
+                return Some(inner);
+            }
+        }
+        is_code(first).then_some(first)
     }
 
     /// [`Error::is_outcome_unknown`] for a reply that never came: the crate's

@@ -293,3 +293,40 @@ async fn a_server_that_never_answers_is_reported_with_the_time_waited() {
     );
     held.abort();
 }
+
+/// The server's refusals during a failover or under a limit did not run the
+/// command and pass: `is_transient`, with the reply's code readable.
+#[tokio::test]
+async fn the_servers_passing_refusals_are_transient_and_coded() {
+    // A replica (a demoted primary, to a client that has not moved yet).
+    let primary = RedisServer::start().await;
+    let port = primary.port.to_string();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]).await;
+    let on_replica = client(&replica, Duration::from_secs(30)).await;
+    let err = on_replica.lock("refused").unwrap().lock().await.unwrap_err();
+    assert_eq!(err.code(), Some("READONLY"), "{err:?}");
+    assert!(err.is_transient(), "{err:?}");
+    on_replica.shutdown().await;
+
+    // Memory full.
+    let server = RedisServer::start().await;
+    let raw = server.raw().await;
+    let client = client(&server, Duration::from_secs(30)).await;
+    let _: () = common::topology::on_node(server.port, "CONFIG", vec!["SET", "maxmemory", "1"])
+        .await
+        .convert()
+        .unwrap();
+    let err = client.lock("refused").unwrap().lock().await.unwrap_err();
+    assert_eq!(err.code(), Some("OOM"), "{err:?}");
+    assert!(err.is_transient(), "{err:?}");
+    let _: () = common::topology::on_node(server.port, "CONFIG", vec!["SET", "maxmemory", "0"])
+        .await
+        .convert()
+        .unwrap();
+    assert_eq!(raw.exists::<i64, _>("refused").await.unwrap(), 0);
+    // What is not a passing refusal keeps its code and stays permanent.
+    let _: () = raw.set("refused", "a string", None, None, false).await.unwrap();
+    let err = client.lock("refused").unwrap().lock().await.unwrap_err();
+    assert!(!err.is_transient(), "{err:?}");
+    client.shutdown().await;
+}

@@ -97,12 +97,16 @@ impl ReplicaQuorum {
 #[non_exhaustive]
 pub struct Config {
     /// Server URL: `redis://[user:pass@]host:port[/db]`, `rediss://...`, or
-    /// fred's cluster / sentinel URL forms.
-    #[serde(alias = "url")]
+    /// fred's cluster / sentinel URL forms. Serialized with its password
+    /// replaced by `***`.
+    #[serde(alias = "url", serialize_with = "serialize_redacted_url")]
     pub address: String,
     /// ACL user name; overrides one given in the URL.
     pub username: Option<String>,
-    /// Password; overrides one given in the URL. Never printed by `Debug`.
+    /// Password; overrides one given in the URL. Never printed by `Debug`,
+    /// never serialized (a serialized config is safe to log; it does not
+    /// carry the secrets back).
+    #[serde(skip_serializing)]
     pub password: Option<String>,
     /// Database index (standalone and sentinel only); overrides the URL's.
     pub database: Option<u8>,
@@ -189,6 +193,10 @@ pub struct Config {
     /// `masterConnectionPoolSize`; Redisson defaults to 64, this crate to 8).
     /// A single-server client uses one multiplexed connection.
     pub master_connection_pool_size: usize,
+}
+
+fn serialize_redacted_url<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::naming::redact_url(url))
 }
 
 impl std::fmt::Debug for Config {
@@ -430,5 +438,18 @@ mod tests {
         assert!(json.contains("\"lockWatchdogTimeout\":30000"));
         assert!(json.contains("\"shardedSubscriptionMode\":\"OFF\""));
         assert_eq!(serde_json::from_str::<Config>(&json).unwrap(), c);
+    }
+
+    #[test]
+    fn a_serialized_config_carries_no_secret() {
+        let c = Config {
+            address: "redis://app:url-s3cret@10.0.0.5:6379/2".into(),
+            password: Some("field-s3cret".into()),
+            ..Config::default()
+        };
+        let json = serde_json::to_string(&c).unwrap();
+        assert!(!json.contains("s3cret"), "{json}");
+        assert!(json.contains("\"address\":\"redis://app:***@10.0.0.5:6379/2\""), "{json}");
+        assert!(!json.contains("password"), "{json}");
     }
 }

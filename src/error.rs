@@ -330,7 +330,9 @@ impl Error {
     pub fn is_transient(&self) -> bool {
         self.is_outcome_unknown()
             || matches!(self, Error::ReplicasNotSynced { .. } | Error::NoPrimary(_))
-            || self.code().is_some_and(|code| TRANSIENT_CODES.contains(&code))
+            || self
+                .code()
+                .is_some_and(|code| TRANSIENT_CODES.contains(&code))
     }
 
     /// The error code of a reply Redis sent (`READONLY`, `WRONGTYPE`,

@@ -303,7 +303,12 @@ async fn the_servers_passing_refusals_are_transient_and_coded() {
     let port = primary.port.to_string();
     let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]).await;
     let on_replica = client(&replica, Duration::from_secs(30)).await;
-    let err = on_replica.lock("refused").unwrap().lock().await.unwrap_err();
+    let err = on_replica
+        .lock("refused")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), Some("READONLY"), "{err:?}");
     assert!(err.is_transient(), "{err:?}");
     on_replica.shutdown().await;
@@ -325,7 +330,10 @@ async fn the_servers_passing_refusals_are_transient_and_coded() {
         .unwrap();
     assert_eq!(raw.exists::<i64, _>("refused").await.unwrap(), 0);
     // What is not a passing refusal keeps its code and stays permanent.
-    let _: () = raw.set("refused", "a string", None, None, false).await.unwrap();
+    let _: () = raw
+        .set("refused", "a string", None, None, false)
+        .await
+        .unwrap();
     let err = client.lock("refused").unwrap().lock().await.unwrap_err();
     assert!(!err.is_transient(), "{err:?}");
     client.shutdown().await;

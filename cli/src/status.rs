@@ -37,9 +37,26 @@ enum Kind {
 pub struct ForceUnlockArgs {
     /// Lock name.
     name: String,
-    /// Print JSON (`{"name": ..., "removed": true}`) instead of text.
+    /// Which lock it is: each kind's waiters listen on their own channel.
+    /// `auto` reads the keys: a hash with a `mode` field is a read-write
+    /// lock, one with a fair queue beside it a fair lock, any other a lock.
+    #[arg(long, value_enum, default_value = "auto")]
+    kind: LockKind,
+    /// Print JSON (`{"name": ..., "kind": ..., "removed": true}`) instead of
+    /// text.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LockKind {
+    Auto,
+    /// An RLock (also a fenced or spin lock).
+    Lock,
+    /// An RFairLock: the first waiter in line is woken on its own channel.
+    Fair,
+    /// An RReadWriteLock, in whichever mode it is held.
+    ReadWrite,
 }
 
 #[derive(Serialize)]
@@ -262,17 +279,53 @@ fn print(status: &Status) {
 
 pub async fn force_unlock(cli: &Cli, args: &ForceUnlockArgs) -> Result<u8, String> {
     let client = connect(cli).await?;
-    let lock = client.lock(&args.name).map_err(|e| e.to_string())?;
-    let outcome = lock.force_unlock().await;
+    let outcome = force_unlock_kind(&client, args).await;
     client.shutdown().await;
-    let removed = outcome.map_err(|e| e.to_string())?;
+    let (kind, removed) = outcome?;
     if args.json {
-        let report = serde_json::json!({ "name": args.name, "removed": removed });
+        let report = serde_json::json!({ "name": args.name, "kind": kind, "removed": removed });
         println!("{report}");
     } else if removed {
-        println!("{}: lock removed; waiters notified", args.name);
+        println!("{}: {kind} removed; waiters notified", args.name);
     } else {
         println!("{}: no lock to remove", args.name);
     }
     Ok(0)
+}
+
+/// Force-unlocks `args.name` as the kind it is (or is said to be), with
+/// that kind's script, so the message goes where its waiters listen.
+async fn force_unlock_kind(
+    client: &redisson_lock::RedissonClient,
+    args: &ForceUnlockArgs,
+) -> Result<(&'static str, bool), String> {
+    use redisson_lock::inspect::ObjectKind;
+    let name = &args.name;
+    let kind = match args.kind {
+        LockKind::Auto => match client.inspect(name).await.map_err(text)?.kind() {
+            ObjectKind::FairLock => LockKind::Fair,
+            ObjectKind::ReadWriteLock => LockKind::ReadWrite,
+            _ => LockKind::Lock,
+        },
+        kind => kind,
+    };
+    Ok(match kind {
+        LockKind::Fair => {
+            let lock = client.fair_lock(name).map_err(text)?;
+            ("fair lock", lock.force_unlock().await.map_err(text)?)
+        }
+        LockKind::ReadWrite => {
+            let lock = client.read_write_lock(name).map_err(text)?;
+            let removed = match lock.mode().await.map_err(text)? {
+                Some(redisson_lock::RwMode::Read) => lock.read().force_unlock().await,
+                Some(redisson_lock::RwMode::Write) => lock.write().force_unlock().await,
+                None => Ok(false),
+            };
+            ("read-write lock", removed.map_err(text)?)
+        }
+        LockKind::Auto | LockKind::Lock => {
+            let lock = client.lock(name).map_err(text)?;
+            ("lock", lock.force_unlock().await.map_err(text)?)
+        }
+    })
 }

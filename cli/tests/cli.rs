@@ -257,6 +257,68 @@ async fn force_unlock_removes_and_notifies_but_refuses_other_types() {
     assert_eq!(value, "keep me");
 }
 
+/// A fair lock's waiter listens on a channel of its own, a read-write
+/// lock's waiters on the read-write channel: `force-unlock` tells the kind
+/// and wakes them there (a plain lock's message reached none of them, and
+/// they woke only at their own timeout).
+#[tokio::test]
+async fn force_unlock_wakes_fair_and_read_write_waiters_where_they_listen() {
+    let server = RedisServer::start().await;
+    let raw = server.raw().await;
+    let holder = client(&server, Duration::from_secs(30)).await;
+    let waiter = client(&server, Duration::from_secs(30)).await;
+
+    let _held = holder
+        .fair_lock("fair-stuck")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    let lock = waiter.fair_lock("fair-stuck").unwrap();
+    let waiting = tokio::spawn(async move { lock.lock().await.map(|g| g.field().to_string()) });
+    let queue = "redisson_lock_queue:{fair-stuck}";
+    common::topology::until("the fair waiter in line", || async {
+        raw.llen::<i64, _>(queue).await.unwrap() == 1
+    })
+    .await;
+    let first: String = raw.lindex(queue, 0).await.unwrap();
+    let mut messages = Observer::new(&server, &[], &["*{fair-stuck}*"]).await;
+    let mut cmd = cli(&server.url());
+    cmd.args(["force-unlock", "fair-stuck"]);
+    let out = output(cmd).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.stdout.trim(),
+        "fair-stuck: fair lock removed; waiters notified"
+    );
+    assert_eq!(
+        messages.next().await.0,
+        format!("redisson_lock__channel:{{fair-stuck}}:{first}")
+    );
+    assert_eq!(
+        within("the fair waiter", waiting).await.unwrap().unwrap(),
+        first
+    );
+
+    let writer = holder.read_write_lock("rw-stuck").unwrap();
+    let _written = writer.write().lock().await.unwrap();
+    let readers = waiter.read_write_lock("rw-stuck").unwrap();
+    let reading = tokio::spawn(async move { readers.read().lock().await.map(drop) });
+    await_subscribers(&server, "redisson_rwlock:{rw-stuck}", 1).await;
+    let mut messages = Observer::new(&server, &[], &["*{rw-stuck}*"]).await;
+    let mut cmd = cli(&server.url());
+    cmd.args(["force-unlock", "rw-stuck", "--json"]);
+    let out = output(cmd).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(json["kind"], "read-write lock");
+    assert_eq!(json["removed"], true);
+    assert_eq!(messages.next().await.0, "redisson_rwlock:{rw-stuck}");
+    within("the reader", reading).await.unwrap().unwrap();
+    holder.shutdown().await;
+    waiter.shutdown().await;
+}
+
 #[tokio::test]
 async fn watch_prints_unlock_messages_as_they_arrive() {
     let server = RedisServer::start().await;
@@ -414,7 +476,9 @@ async fn a_redisson_config_file_takes_its_variables_from_the_environment() {
     // The lock is held on database 3 only.
     let mut settings = config(&server.url(), Duration::from_secs(30));
     settings.database = Some(3);
-    let holder = redisson_lock::RedissonClient::connect(settings).await.unwrap();
+    let holder = redisson_lock::RedissonClient::connect(settings)
+        .await
+        .unwrap();
     let _held = holder.lock("env-config").unwrap().lock().await.unwrap();
     let dir = common::topology::Scratch::new("cli-env-config");
     let file = dir.0.join("redisson.yaml");
@@ -439,7 +503,11 @@ async fn a_redisson_config_file_takes_its_variables_from_the_environment() {
         .args(["status", "env-config"]);
     let out = output(cmd).await;
     assert_ne!(out.code, 0);
-    assert!(out.stderr.contains("REDIS_DB, which is not set"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("REDIS_DB, which is not set"),
+        "{}",
+        out.stderr
+    );
     holder.shutdown().await;
 }
 
@@ -533,7 +601,7 @@ async fn scripting_flags_exit_codes_json_completions_and_verbose() {
     let report: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
     assert_eq!(
         report,
-        serde_json::json!({"name": "scripted", "removed": true})
+        serde_json::json!({"name": "scripted", "kind": "lock", "removed": true})
     );
     drop(guard);
 

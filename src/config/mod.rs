@@ -449,7 +449,10 @@ mod tests {
         };
         let json = serde_json::to_string(&c).unwrap();
         assert!(!json.contains("s3cret"), "{json}");
-        assert!(json.contains("\"address\":\"redis://app:***@10.0.0.5:6379/2\""), "{json}");
+        assert!(
+            json.contains("\"address\":\"redis://app:***@10.0.0.5:6379/2\""),
+            "{json}"
+        );
         assert!(!json.contains("password"), "{json}");
     }
 }

@@ -271,7 +271,10 @@ fn resolve_env_params(text: &str, lookup: impl Fn(&str) -> Option<String>) -> St
         } else if let Some(default_and_more) = tail.strip_prefix(":-") {
             // At least one character, then the first `}`; `.` matches no
             // line break.
-            let first = default_and_more.chars().next().filter(|c| *c != '\n' && *c != '\r');
+            let first = default_and_more
+                .chars()
+                .next()
+                .filter(|c| *c != '\n' && *c != '\r');
             first.and_then(|c| {
                 let from = c.len_utf8();
                 let end = default_and_more[from..]
@@ -476,7 +479,10 @@ checkLockSyncedSlaves: false
             _ => None,
         };
         let r = |text: &str| resolve_env_params(text, env);
-        assert_eq!(r("redis://${REDIS_HOST}:${redis.port}"), "redis://10.0.0.7:6380");
+        assert_eq!(
+            r("redis://${REDIS_HOST}:${redis.port}"),
+            "redis://10.0.0.7:6380"
+        );
         assert_eq!(r("${REDIS_DB:-3}"), "3");
         // Set beats the default; set to nothing is nothing.
         assert_eq!(r("${REDIS_HOST:-x}/${EMPTY:-y}"), "10.0.0.7/");
@@ -504,12 +510,18 @@ checkLockSyncedSlaves: false
         )
         .unwrap_err()
         .to_string();
-        assert!(err.contains("REDISSON_LOCK_TEST_UNSET_DB, which is not set"), "{err}");
+        assert!(
+            err.contains("REDISSON_LOCK_TEST_UNSET_DB, which is not set"),
+            "{err}"
+        );
         let err = Config::from_redisson_yaml(
             "singleServerConfig:\n  address: 'redis://${REDISSON_LOCK_TEST_UNSET_HOST}:6379'\n",
         )
         .unwrap_err()
         .to_string();
-        assert!(err.contains("REDISSON_LOCK_TEST_UNSET_HOST, which is not set"), "{err}");
+        assert!(
+            err.contains("REDISSON_LOCK_TEST_UNSET_HOST, which is not set"),
+            "{err}"
+        );
     }
 }

@@ -28,6 +28,16 @@ pub struct Args {
     /// the permits of a crashed run come back within it.
     #[arg(long, value_parser = parse_duration)]
     lease: Option<Duration>,
+    /// After a loss, the command gets SIGTERM, then SIGKILL if it has not
+    /// exited this long after (as `timeout -k`).
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    kill_after: Duration,
+    /// Keep the command in this process group (as `timeout --foreground`),
+    /// so it can read from the terminal; signals then reach only the command
+    /// itself, not what it started. By default it runs in a group of its
+    /// own, and every signal goes to the whole group.
+    #[arg(long)]
+    foreground: bool,
     #[command(flatten)]
     kind: KindArgs,
     /// The command and its arguments. It runs with REDISSON_LOCK_NAME set,
@@ -230,21 +240,37 @@ pub async fn run(cli: &Cli, args: &Args) -> Result<u8, String> {
             return Err(e.to_string());
         }
     };
-    let mut child = match Command::new(&args.command[0])
+    let mut command = Command::new(&args.command[0]);
+    command
         .args(&args.command[1..])
         .envs(env)
         .stdin(Stdio::inherit())
-        .kill_on_drop(false)
-        .spawn()
-    {
+        .kill_on_drop(false);
+    if !args.foreground {
+        command.process_group(0);
+    }
+    let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
             let _ = hold.release().await;
             client.shutdown().await;
-            return Err(format!("cannot run `{}`: {e}", args.command[0]));
+            // As a shell and timeout(1) report it: 127 not found, 126 found
+            // but not runnable.
+            eprintln!("redisson-lock: cannot run `{}`: {e}", args.command[0]);
+            return Ok(match e.kind() {
+                std::io::ErrorKind::NotFound => 127,
+                _ => 126,
+            });
         }
     };
-    let pid = child.id().map_or(0, |p| p as i32);
+    // A negative pid signals the command's whole process group.
+    let pid = child.id().map_or(0, |p| {
+        if args.foreground {
+            p as i32
+        } else {
+            -(p as i32)
+        }
+    });
     let outcome = {
         let lost = hold.lost();
         tokio::pin!(lost);
@@ -279,7 +305,17 @@ pub async fn run(cli: &Cli, args: &Args) -> Result<u8, String> {
                 what(args)
             );
             send_signal(pid, libc::SIGTERM);
-            let _ = child.wait().await;
+            if tokio::time::timeout(args.kill_after, child.wait())
+                .await
+                .is_err()
+            {
+                eprintln!(
+                    "redisson-lock: the command outlived --kill-after {}; killing it",
+                    humantime::format_duration(args.kill_after)
+                );
+                send_signal(pid, libc::SIGKILL);
+                let _ = child.wait().await;
+            }
             let _ = hold.release().await;
             Ok(EXIT_LOST)
         }
@@ -294,9 +330,11 @@ async fn stop(client: &RedissonClient, signal: i32) -> u8 {
     128 + signal as u8
 }
 
+/// Sends `signal` to the command (`pid` > 0) or its process group (`pid`
+/// < 0, minus the group's id).
 fn send_signal(pid: i32, signal: i32) {
-    if pid > 0 {
-        // SAFETY: plain kill(2) on our own child's pid.
+    if pid != 0 {
+        // SAFETY: plain kill(2) on our own child's pid or process group.
         unsafe {
             libc::kill(pid, signal);
         }

@@ -80,6 +80,76 @@ async fn run_stops_the_command_and_exits_76_when_the_lock_is_lost() {
     assert!(stderr.contains("was lost"), "{stderr}");
 }
 
+/// After a loss the whole command goes (its process group: what a `sh -c`
+/// started too), and what ignores SIGTERM gets SIGKILL after --kill-after.
+#[tokio::test]
+async fn a_lost_run_stops_the_whole_command_even_what_ignores_sigterm() {
+    let server = RedisServer::start().await;
+    let other = client(&server, Duration::from_secs(30)).await;
+    let (mut child, mut lines) = start_run(
+        &server.url(),
+        &["--watchdog-timeout", "1s", "--kill-after", "1s", "stubborn"],
+        // The ignored TERM is inherited by the background sleep.
+        "trap '' TERM; sleep 1000 & echo ready; echo $!; while :; do sleep 0.05; done",
+    )
+    .await;
+    let grandchild: i32 = within("the background pid", lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(other
+        .lock("stubborn")
+        .unwrap()
+        .force_unlock()
+        .await
+        .unwrap());
+    let status = within("run exits after the loss", child.wait())
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(76));
+    common::topology::until("what the command started is gone", || async {
+        // Gone, or dead and not yet reaped.
+        std::fs::read_to_string(format!("/proc/{grandchild}/stat")).map_or(true, |stat| {
+            stat.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+    })
+    .await;
+    let mut stderr = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr)
+        .await
+        .unwrap();
+    assert!(stderr.contains("outlived --kill-after 1s"), "{stderr}");
+    other.shutdown().await;
+}
+
+/// A command that cannot start exits as a shell (and timeout(1)) says:
+/// 127 not found, 126 not runnable; the lock is given back.
+#[tokio::test]
+async fn run_exits_127_or_126_when_the_command_cannot_start() {
+    let server = RedisServer::start().await;
+    let raw = server.raw().await;
+    let dir = common::topology::Scratch::new("cli-not-runnable");
+    let plain = dir.0.join("not-executable");
+    std::fs::write(&plain, "echo never").unwrap();
+    for (command, code) in [
+        ("/nonexistent/redisson-lock-test", 127),
+        (plain.to_str().unwrap(), 126),
+    ] {
+        let mut cmd = cli(&server.url());
+        cmd.args(["run", "--wait", "0s", "unstartable", "--", command]);
+        let out = output(cmd).await;
+        assert_eq!(out.code, code, "{command}: {}", out.stderr);
+        assert!(out.stderr.contains("cannot run"), "{}", out.stderr);
+        assert_eq!(raw.exists::<i64, _>("unstartable").await.unwrap(), 0);
+    }
+}
+
 #[tokio::test]
 async fn a_signal_to_run_reaches_the_command_and_the_lock_is_released() {
     let server = RedisServer::start().await;

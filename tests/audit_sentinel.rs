@@ -97,3 +97,58 @@ async fn a_hung_sentinel_is_a_finding_not_a_hang() {
     assert!(f.evidence.contains(&silent), "{}", f.evidence);
     assert_eq!(count(&report, "sentinel-quorum"), 2);
 }
+
+/// `min-replicas-to-write` above the replicas attached refuses every write,
+/// unless `min-replicas-max-lag` is 0, which turns the limit off in Redis:
+/// the audit judges it as Redis does, and the lock works then.
+#[tokio::test]
+async fn min_replicas_is_off_when_its_max_lag_is_zero() {
+    let deployment = Sentinel::start().await;
+    let client = RedissonClient::connect(common::config(&deployment.url(), WATCHDOG))
+        .await
+        .unwrap();
+    let primary = deployment.primary.port;
+    let set = |name: &'static str, value: &'static str| {
+        common::topology::on_node(primary, "CONFIG", vec!["SET", name, value])
+    };
+    set("min-replicas-max-lag", "0").await;
+    set("min-replicas-to-write", "5").await;
+    let report = within("audit", client.audit()).await.unwrap();
+    assert_eq!(flagged(&report), [], "{report:#?}");
+    let guard = client
+        .lock("min-replicas-off")
+        .unwrap()
+        .lock()
+        .await
+        .unwrap();
+    guard.unlock().await.unwrap();
+    // With a lag, the limit is on: 5 of 2 replicas refuses every write.
+    set("min-replicas-max-lag", "10").await;
+    let report = within("audit", client.audit()).await.unwrap();
+    assert_eq!(
+        flagged(&report),
+        [("min-replicas", Severity::Fail)],
+        "{report:#?}"
+    );
+    let refused = client.lock("min-replicas-on").unwrap().try_lock().await;
+    assert!(
+        matches!(&refused, Err(e) if e.code() == Some("NOREPLICAS")),
+        "{refused:?}"
+    );
+    set("min-replicas-to-write", "0").await;
+    client.shutdown().await;
+}
+
+#[test]
+fn the_worst_severity_is_the_greatest() {
+    let worst = [
+        Severity::Unknown,
+        Severity::Fail,
+        Severity::Warn,
+        Severity::Ok,
+    ]
+    .into_iter()
+    .max();
+    assert_eq!(worst, Some(Severity::Fail));
+    assert!(Severity::Unknown > Severity::Warn);
+}

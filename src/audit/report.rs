@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-/// How bad a finding is.
+/// How bad a finding is. Ordered from the least to the most serious, so
+/// the worst of a report is its `max()`: `Fail` above `Unknown` (what is
+/// known to be broken before what could not be looked at), `Unknown` above
+/// `Warn` (a check that did not run may hide a failure).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
@@ -15,12 +18,12 @@ pub enum Severity {
     /// Locks work, but this weakens them or will once something else goes
     /// wrong (a restart, a failover, memory pressure).
     Warn,
-    /// This deployment can lose or hand out a held lock, or refuse every
-    /// lock write, as configured now.
-    Fail,
     /// The audit could not look (the server refused the command, or did not
     /// answer in time); the finding's evidence says why.
     Unknown,
+    /// This deployment can lose or hand out a held lock, or refuse every
+    /// lock write, as configured now.
+    Fail,
 }
 
 impl Severity {

@@ -145,7 +145,11 @@ fn min_replicas(node: &crate::audit::gather::NodeSeen, known: u64) -> Finding {
         .evidence(format!(
             "min-replicas-to-write {to_write}, min-replicas-max-lag {max_lag} s, {known} replica(s) known"
         ));
-    if to_write > known {
+    // Redis checks the replicas only when both are set: a max lag of 0
+    // turns the limit off (`processCommand`, `refreshGoodSlavesCount`).
+    if max_lag == 0 && to_write > 0 {
+        base.why("off: min-replicas-max-lag 0 turns min-replicas-to-write off, so an isolated primary keeps accepting writes, and only the lock's WAIT tells it was not replicated")
+    } else if to_write > known {
         Finding {
             severity: Severity::Fail,
             ..base

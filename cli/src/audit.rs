@@ -1,6 +1,6 @@
 //! `audit`: is this Redis safe for locks? The deployment's findings, as a
-//! table or JSON; exit 0 when nothing fails, 1 when something does, 2 when
-//! it could not connect.
+//! table or JSON; exit 0 when nothing fails, 1 when something does (or,
+//! with `--fail-on`, is less than ok), 2 when it could not connect.
 
 use std::io::IsTerminal;
 
@@ -13,6 +13,29 @@ pub struct AuditArgs {
     /// Print the report as JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Exit 1 when a finding is this serious or more: `fail` (the
+    /// default), `unknown` (also when a rule could not be checked: for a CI
+    /// gate that must not pass having checked nothing), or `warn` (anything
+    /// but ok).
+    #[arg(long, value_enum, default_value = "fail", value_name = "SEVERITY")]
+    fail_on: FailOn,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum FailOn {
+    Warn,
+    Unknown,
+    Fail,
+}
+
+impl FailOn {
+    fn severity(self) -> Severity {
+        match self {
+            FailOn::Warn => Severity::Warn,
+            FailOn::Unknown => Severity::Unknown,
+            FailOn::Fail => Severity::Fail,
+        }
+    }
 }
 
 /// Exit status when the deployment could not be reached at all.
@@ -48,8 +71,21 @@ pub async fn audit(cli: &Cli, args: &AuditArgs) -> Result<u8, String> {
         for line in table(&report) {
             println!("{}", fit(&line, width));
         }
+        if report.summary.unknown > 0
+            && args.fail_on != FailOn::Unknown
+            && args.fail_on != FailOn::Warn
+        {
+            println!(
+                "{} rule(s) not checked: this run does not vouch for them (--fail-on unknown \
+                 makes that exit 1)",
+                report.summary.unknown
+            );
+        }
     }
-    Ok(u8::from(report.has_failures()))
+    let threshold = args.fail_on.severity();
+    Ok(u8::from(
+        report.findings.iter().any(|f| f.severity >= threshold),
+    ))
 }
 
 fn label(severity: Severity) -> &'static str {

@@ -118,7 +118,7 @@ async fn a_misconfigured_server_exits_1_and_names_the_fault_with_its_fix() {
 }
 
 #[tokio::test]
-async fn unknown_findings_do_not_fail_the_audit() {
+async fn unknown_findings_fail_the_audit_only_with_fail_on_unknown() {
     let dir = common::topology::Scratch::new("audit-cli");
     let file = dir.0.join("redis.conf");
     std::fs::write(&file, "rename-command CONFIG \"\"\n").unwrap();
@@ -136,6 +136,16 @@ async fn unknown_findings_do_not_fail_the_audit() {
         "{}",
         unknown[0]
     );
+    assert!(
+        out.stdout.contains("1 rule(s) not checked"),
+        "{}",
+        out.stdout
+    );
+    // A CI gate that must not pass having checked nothing.
+    let out = run(&server.url(), &["audit", "--fail-on", "unknown"]).await;
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    let out = run(&server.url(), &["audit", "--fail-on", "unknown", "--json"]).await;
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
 }
 
 #[tokio::test]

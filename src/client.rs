@@ -77,7 +77,9 @@ impl RedissonClient {
         let engine = start.await?;
         // The cheap part of the audit, in the background: a WARN per finding
         // that can break exclusion, never a wait or an error here.
-        crate::audit::startup::spawn(&engine);
+        if engine.config.connect_audit {
+            crate::audit::startup::spawn(&engine);
+        }
         Ok(RedissonClient { engine })
     }
 

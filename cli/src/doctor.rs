@@ -8,7 +8,7 @@ use redisson_lock::{naming, RedissonClient, Reply};
 use serde::Serialize;
 
 use crate::ls::short_duration;
-use crate::{connect, Cli};
+use crate::{connect_read_only, Cli};
 
 /// The lifetime `--fix` gives a latch without a TTL: longer than any
 /// client's retry budget with default settings (Redisson's 16-20 s, this
@@ -122,7 +122,7 @@ fn time_ms(reply: &Reply) -> Option<i64> {
 }
 
 pub async fn doctor(cli: &Cli, args: &DoctorArgs) -> Result<u8, String> {
-    let client = connect(cli).await?;
+    let client = connect_read_only(cli).await?;
     let outcome = examine(&client, args).await;
     client.shutdown().await;
     let findings = outcome?;

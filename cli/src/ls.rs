@@ -5,7 +5,7 @@ use std::time::Duration;
 use redisson_lock::inspect::{ObjectInfo, ObjectKind, ObjectState, ObjectSummary, SideKeyRole};
 use redisson_lock::{Holder, RwMode};
 
-use crate::{connect, Cli};
+use crate::{connect_read_only, Cli};
 
 #[derive(clap::Args)]
 pub struct LsArgs {
@@ -39,7 +39,7 @@ fn text(e: impl std::fmt::Display) -> String {
 }
 
 pub async fn ls(cli: &Cli, args: &LsArgs) -> Result<u8, String> {
-    let client = connect(cli).await?;
+    let client = connect_read_only(cli).await?;
     let found = client.scan_objects(&args.pattern, args.count).await;
     client.shutdown().await;
     let found = found.map_err(text)?;
@@ -260,7 +260,7 @@ pub fn leftovers(o: &ObjectSummary) -> usize {
 }
 
 pub async fn inspect(cli: &Cli, args: &InspectArgs) -> Result<u8, String> {
-    let client = connect(cli).await?;
+    let client = connect_read_only(cli).await?;
     let info = client.inspect(&args.name).await;
     client.shutdown().await;
     let info = info.map_err(text)?;

@@ -174,6 +174,19 @@ async fn connect(cli: &Cli) -> Result<RedissonClient, String> {
         .map_err(|e| e.to_string())
 }
 
+/// A client for commands that only read (`ls`, `inspect`, `status`, `top`,
+/// `doctor`, `watch`): it takes no lock, so it needs no replica check
+/// (`WAIT` may be missing) and runs no connect-time audit (which publishes
+/// on a probe channel).
+async fn connect_read_only(cli: &Cli) -> Result<RedissonClient, String> {
+    let mut config = settings(cli)?;
+    config.check_lock_synced_slaves = false;
+    config.connect_audit = false;
+    RedissonClient::connect(config)
+        .await
+        .map_err(|e| e.to_string())
+}
+
 fn main() -> ExitCode {
     // Output piped into `head` and closed early ends the process quietly,
     // as for any Unix tool (Rust ignores SIGPIPE, so `println!` would panic).

@@ -3,7 +3,7 @@
 use redisson_lock::Ttl;
 use serde::Serialize;
 
-use crate::{connect, Cli};
+use crate::{connect, connect_read_only, Cli};
 
 #[derive(clap::Args)]
 pub struct StatusArgs {
@@ -93,7 +93,7 @@ fn text(e: impl std::fmt::Display) -> String {
 }
 
 pub async fn status(cli: &Cli, args: &StatusArgs) -> Result<u8, String> {
-    let client = connect(cli).await?;
+    let client = connect_read_only(cli).await?;
     let status = read(&client, args).await;
     client.shutdown().await;
     let status = status?;

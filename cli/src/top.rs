@@ -17,7 +17,7 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use crate::fit::{self, fit, Column};
 use crate::ls::{detail, holders_within, short_duration, short_holder, ttl, waiting};
-use crate::{connect, parse_duration, Cli};
+use crate::{connect_read_only, parse_duration, Cli};
 
 #[derive(clap::Args)]
 pub struct TopArgs {
@@ -327,7 +327,7 @@ pub async fn top(cli: &Cli, args: &TopArgs) -> Result<u8, String> {
             "top needs a terminal (stdout is not a TTY); use `ls` or `ls --json` in scripts".into(),
         );
     }
-    let client = connect(cli).await?;
+    let client = connect_read_only(cli).await?;
     let title = format!(
         "redisson-lock top | {} | {}",
         redisson_lock::naming::redact_url(&client.config().address),

@@ -7,7 +7,7 @@ use fred::types::config::ReconnectPolicy;
 use fred::types::Builder;
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::{connect, settings, Cli};
+use crate::{connect_read_only, settings, Cli};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -20,7 +20,7 @@ pub struct Args {
 
 pub async fn watch(cli: &Cli, args: &Args) -> Result<u8, String> {
     // The lock client tells the channel name and the pub/sub flavour.
-    let client = connect(cli).await?;
+    let client = connect_read_only(cli).await?;
     let lock = client.lock(&args.name).map_err(|e| e.to_string())?;
     let channel = lock.channel().to_string();
     let sharded = client.sharded_pubsub();

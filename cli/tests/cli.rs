@@ -581,6 +581,45 @@ async fn a_redisson_config_file_takes_its_variables_from_the_environment() {
     holder.shutdown().await;
 }
 
+/// Commands that only read need no replica check and send nothing: on a
+/// Sentinel deployment whose servers refuse `WAIT` (a proxy, a managed
+/// service), `status`, `ls` and `inspect` work and publish nothing, while
+/// `run`, which takes a lock, still refuses and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_commands_need_no_wait_and_publish_nothing() {
+    let sentinel =
+        common::topology::Sentinel::start_with(&["--rename-command", "WAIT", ""], "").await;
+    for args in [
+        vec!["status", "somewhere"],
+        vec!["ls", "some*"],
+        vec!["inspect", "somewhere"],
+    ] {
+        let mut cmd = cli(&sentinel.url());
+        cmd.args(&args);
+        let out = output(cmd).await;
+        assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
+    }
+    let mut cmd = cli(&sentinel.url());
+    cmd.args(["run", "--wait", "0s", "somewhere", "--", "true"]);
+    let out = output(cmd).await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("refuses WAIT"), "{}", out.stderr);
+
+    // A single server (the sentinels publish their own hellos): nothing
+    // published at all.
+    let server = RedisServer::start().await;
+    for args in [vec!["status", "x"], vec!["ls"], vec!["inspect", "x"]] {
+        let mut cmd = cli(&server.url());
+        cmd.args(&args);
+        assert_eq!(output(cmd).await.code, 0, "{args:?}");
+    }
+    let stats: String = common::topology::on_node(server.port, "INFO", vec!["commandstats"])
+        .await
+        .convert()
+        .unwrap();
+    assert!(!stats.contains("cmdstat_publish"), "{stats}");
+}
+
 #[tokio::test]
 async fn the_password_stays_out_of_help_errors_and_the_command_line() {
     const SECRET: &str = "cli-s3cret";

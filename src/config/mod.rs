@@ -193,6 +193,12 @@ pub struct Config {
     /// `masterConnectionPoolSize`; Redisson defaults to 64, this crate to 8).
     /// A single-server client uses one multiplexed connection.
     pub master_connection_pool_size: usize,
+    /// Whether `connect` starts the cheap part of the audit in the
+    /// background (each primary's eviction policy, `WAIT` where lock writes
+    /// need it, a `PUBLISH` on a probe channel), logging a warning for each
+    /// finding that can break exclusion. Default true; a read-only tool
+    /// turns it off. Not a Redisson setting.
+    pub connect_audit: bool,
 }
 
 fn serialize_redacted_url<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
@@ -226,6 +232,7 @@ impl std::fmt::Debug for Config {
                 "master_connection_pool_size",
                 &self.master_connection_pool_size,
             )
+            .field("connect_audit", &self.connect_audit)
             .finish()
     }
 }
@@ -256,6 +263,7 @@ impl Default for Config {
             slaves_sync_timeout: Duration::from_secs(1),
             replica_quorum: ReplicaQuorum::Any,
             master_connection_pool_size: 8,
+            connect_audit: true,
         }
     }
 }

@@ -20,6 +20,10 @@ use redisson_lock::{Config, RedissonClient};
 pub const EXIT_NOT_ACQUIRED: u8 = 75;
 /// Exit status when the lock was lost while the command ran.
 pub const EXIT_LOST: u8 = 76;
+/// Exit status of an error: the command could not do what was asked (bad
+/// input, configuration, connection, a refusal by Redis). Clap's usage
+/// errors exit 2 too.
+pub const EXIT_ERROR: u8 = 2;
 
 #[derive(Parser)]
 #[command(
@@ -44,7 +48,17 @@ Examples:
   redisson-lock status orders:42 --json                  who holds it, for how long
   redisson-lock status orders:42 --exit-code             exit 0 free, 1 held (for scripts)
   redisson-lock watch orders:42                          print unlock messages as they come
-  redisson-lock completions bash > /etc/bash_completion.d/redisson-lock"
+  redisson-lock completions bash > /etc/bash_completion.d/redisson-lock
+
+Exit status, in every subcommand:
+  0         done
+  1         what the command found: doctor harm, an audit failure, status --exit-code held,
+            latch set / semaphore set-permits already set
+  2         an error: command line, configuration, argument, connection, a refusal by Redis
+  75        run, latch wait: not acquired (or still closed) within --wait / --timeout
+  76        run: the lock or lease was lost while the command ran
+  126, 127  run: the command could not be run, or was not found
+  128+N     run: stopped by signal N"
 )]
 struct Cli {
     /// Redis URL: redis://[user@]host:port[/db] (rediss:// for TLS), a
@@ -223,7 +237,7 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("redisson-lock: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
+            return ExitCode::from(EXIT_ERROR);
         }
     };
     let outcome = runtime.block_on(async {
@@ -246,11 +260,9 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(message) => {
             eprintln!("redisson-lock: {message}");
-            // `status --exit-code` keeps 1 for "held"; trouble is 2, as in grep.
-            match &cli.command {
-                Command::Status(args) if args.exit_code => ExitCode::from(2),
-                _ => ExitCode::FAILURE,
-            }
+            // Errors apart from findings, as grep keeps 1 for "no match":
+            // 1 is what a command found (harm, a failure, held, set).
+            ExitCode::from(EXIT_ERROR)
         }
     }
 }

@@ -311,7 +311,7 @@ async fn force_unlock_removes_and_notifies_but_refuses_other_types() {
         let mut cmd = cli(&server.url());
         cmd.args(&args);
         let out = output(cmd).await;
-        assert_eq!(out.code, 1, "{args:?}");
+        assert_eq!(out.code, 2, "{args:?}");
         assert_eq!(
             out.stderr.trim(),
             "redisson-lock: key `plain` is not a lock (WRONGTYPE)"
@@ -443,7 +443,7 @@ async fn errors_are_one_line_and_a_nonzero_exit() {
         let mut cmd = cli(&url);
         cmd.args(&args);
         let out = output(cmd).await;
-        assert_eq!(out.code, 1, "{args:?}");
+        assert_eq!(out.code, 2, "{args:?}");
         assert_eq!(out.stderr.lines().count(), 1, "{args:?}: {}", out.stderr);
         assert!(
             out.stderr.starts_with("redisson-lock: ") && out.stderr.contains("cannot connect"),
@@ -453,7 +453,7 @@ async fn errors_are_one_line_and_a_nonzero_exit() {
     }
     let server = RedisServer::start().await;
     for (args, code) in [
-        (vec!["run", "", "--", "true"], 1),
+        (vec!["run", "", "--", "true"], 2),
         (vec!["run", "x", "--lease", "0s", "--", "true"], 2),
         (vec!["run", "x", "--wait", "-1s", "--", "true"], 2),
         (vec!["--watchdog-timeout", "banana", "status", "x"], 2),
@@ -602,7 +602,7 @@ async fn read_only_commands_need_no_wait_and_publish_nothing() {
     let mut cmd = cli(&sentinel.url());
     cmd.args(["run", "--wait", "0s", "somewhere", "--", "true"]);
     let out = output(cmd).await;
-    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(out.stderr.contains("refuses WAIT"), "{}", out.stderr);
 
     // A single server (the sentinels publish their own hellos): nothing
@@ -638,7 +638,7 @@ async fn the_password_stays_out_of_help_errors_and_the_command_line() {
     ));
     cmd.args(["status", "x"]);
     let out = output(cmd).await;
-    assert_eq!(out.code, 1);
+    assert_eq!(out.code, 2);
     assert!(
         out.stderr.contains("default:***@127.0.0.1"),
         "{}",
@@ -661,7 +661,7 @@ async fn the_password_stays_out_of_help_errors_and_the_command_line() {
     let mut cmd = cli(&without);
     cmd.args(["status", "x"]);
     let out = output(cmd).await;
-    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert_eq!(out.code, 2, "{}", out.stdout);
 }
 
 #[tokio::test]

@@ -815,7 +815,7 @@ async fn run_holds_permits_and_renews_expirable_leases() {
         ],
     )
     .await;
-    assert_eq!(out.code, 1);
+    assert_eq!(out.code, 2);
     assert!(
         out.stderr.contains("--expirable-semaphore"),
         "{}",
@@ -915,20 +915,20 @@ async fn errors_are_one_line_and_say_what_went_wrong() {
         vec!["run", "--semaphore", "1", "x", "--", "true"],
     ] {
         let out = run(&url, &args).await;
-        assert_eq!(out.code, 1, "{args:?}");
+        assert_eq!(out.code, 2, "{args:?}");
         assert_eq!(out.stderr.lines().count(), 1, "{args:?}: {}", out.stderr);
         assert!(out.stderr.contains("cannot connect"), "{}", out.stderr);
     }
     let server = RedisServer::start().await;
     for (args, code, says) in [
         (vec!["ls", "--count", "0"], 2, "0 is not in 1.."),
-        (vec!["inspect", ""], 1, "object name is empty"),
+        (vec!["inspect", ""], 2, "object name is empty"),
         (
             vec!["run", "--expirable-semaphore", "1", "x", "--", "true"],
             2,
             "--lease",
         ),
-        (vec!["top"], 1, "top needs a terminal"),
+        (vec!["top"], 2, "top needs a terminal"),
     ] {
         let out = run(&server.url(), &args).await;
         assert_eq!(out.code, code, "{args:?}: {}", out.stderr);

@@ -321,6 +321,15 @@ impl RedisServer {
 /// `enable-debug-command` says otherwise; Redis 6 has no such setting and
 /// allows it.
 pub fn debug_command_flags() -> Vec<&'static str> {
+    match server_major() {
+        0..=6 => vec![],
+        _ => vec!["--enable-debug-command", "yes"],
+    }
+}
+
+/// The major version of the server under test (`redis-server --version`;
+/// Valkey's own numbering).
+pub fn server_major() -> u32 {
     let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
     let out = std::process::Command::new(&binary)
         .arg("--version")
@@ -332,10 +341,7 @@ pub fn debug_command_flags() -> Vec<&'static str> {
         .and_then(|(_, rest)| rest.split('.').next())
         .and_then(|m| m.parse().ok())
         .unwrap_or_else(|| panic!("no version in `{text}`"));
-    match major {
-        0..=6 => vec![],
-        _ => vec!["--enable-debug-command", "yes"],
-    }
+    major
 }
 
 /// The version in a server's startup banner line, if it is that line.

@@ -128,6 +128,20 @@ fn quorum(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
     out.push(finding);
 }
 
+/// Whether the node runs a Redis before 7, whose scripts are not held to
+/// `min-replicas-to-write` (the check moved to the script's start in 7.0;
+/// Valkey, forked from 7.2, applies it).
+fn scripts_skip_min_replicas(node: &crate::audit::gather::NodeSeen) -> bool {
+    let major = |v: &str| v.split('.').next().and_then(|m| m.parse::<u32>().ok());
+    matches!(node.info("valkey_version"), Ok(None))
+        && node
+            .info("redis_version")
+            .ok()
+            .flatten()
+            .and_then(major)
+            .is_some_and(|m| m < 7)
+}
+
 fn min_replicas(node: &crate::audit::gather::NodeSeen, known: u64) -> Finding {
     let target = node.addr.as_str();
     let (to_write, max_lag) = match (
@@ -149,6 +163,13 @@ fn min_replicas(node: &crate::audit::gather::NodeSeen, known: u64) -> Finding {
     // turns the limit off (`processCommand`, `refreshGoodSlavesCount`).
     if max_lag == 0 && to_write > 0 {
         base.why("off: min-replicas-max-lag 0 turns min-replicas-to-write off, so an isolated primary keeps accepting writes, and only the lock's WAIT tells it was not replicated")
+    } else if to_write > known && scripts_skip_min_replicas(node) {
+        Finding {
+            severity: Severity::Warn,
+            ..base
+        }
+        .why("Redis before 7 does not apply min-replicas to scripts: lock writes go through, but every other write is refused (NOREPLICAS), and it stays so after an upgrade")
+        .fix(format!("CONFIG SET min-replicas-to-write {known} (or add replicas)"))
     } else if to_write > known {
         Finding {
             severity: Severity::Fail,

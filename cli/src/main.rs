@@ -30,10 +30,12 @@ pub const EXIT_ERROR: u8 = 2;
     name = "redisson-lock",
     version,
     about = "See, run under and clean up Redisson-compatible locks, semaphores and latches",
-    after_help = "The password comes from the URL, REDIS_PASSWORD or --password-file \
-                  (the latter two keep it out of `ps`); it is never printed.",
-    after_long_help = "The password comes from the URL, REDIS_PASSWORD or --password-file \
-                  (the latter two keep it out of `ps`); it is never printed.
+    after_help = "The password comes from --password-file, else the URL (or the Redisson file), \
+                  else REDIS_PASSWORD (the file and the variable keep it out of `ps`); it is \
+                  never printed.",
+    after_long_help = "The password comes from --password-file, else the URL (or the Redisson \
+                  file), else REDIS_PASSWORD (the file and the variable keep it out of `ps`); it \
+                  is never printed. The user name likewise: --user, the URL or file, REDIS_USERNAME.
 
 Examples:
   redisson-lock ls 'orders:*'                            every object, its holders and waiters
@@ -75,8 +77,13 @@ struct Cli {
     /// Read the password from FILE (its first line) instead of the URL.
     #[arg(long, value_name = "FILE", global = true)]
     password_file: Option<std::path::PathBuf>,
+    /// ACL user name (overrides one in the URL or the Redisson file).
+    #[arg(long, value_name = "NAME", global = true)]
+    user: Option<String>,
     /// Read the servers and lock settings from the Redisson YAML or JSON
-    /// config file a Java service uses (overrides --url and --watchdog-timeout).
+    /// config file a Java service uses, instead of --url (REDIS_URL is then
+    /// not read; --url beside it is an error). A --watchdog-timeout given on
+    /// the command line wins over the file's lockWatchdogTimeout.
     #[arg(long, value_name = "FILE", global = true)]
     redisson_config: Option<std::path::PathBuf>,
     /// PEM file of the CA certificates to trust for a rediss:// server.
@@ -91,6 +98,17 @@ struct Cli {
     verbose: u8,
     #[command(subcommand)]
     command: Command,
+    /// Which of --url / --watchdog-timeout were given on the command line
+    /// (not from REDIS_URL or the defaults): set after parsing.
+    #[arg(skip)]
+    given: Given,
+}
+
+/// Settings given on the command line, which win over the Redisson file.
+#[derive(Default)]
+struct Given {
+    url: bool,
+    watchdog_timeout: bool,
 }
 
 #[derive(Subcommand)]
@@ -141,10 +159,18 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// The client settings from the command line (or the Redisson file it names).
+/// The client settings: an explicit flag first, then the URL or the
+/// Redisson file, then the environment (`REDIS_USERNAME`,
+/// `REDIS_PASSWORD`); two flags that both name the servers are an error.
 fn settings(cli: &Cli) -> Result<Config, String> {
     let mut config = match &cli.redisson_config {
         Some(path) => {
+            if cli.given.url {
+                return Err(format!(
+                    "--url and --redisson-config both name the servers; give one (the file is {})",
+                    path.display()
+                ));
+            }
             let text = std::fs::read_to_string(path)
                 .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
             let json = path.extension().is_some_and(|e| e == "json");
@@ -161,7 +187,11 @@ fn settings(cli: &Cli) -> Result<Config, String> {
                     file.ignored.join(", ")
                 );
             }
-            file.config
+            let mut config = file.config;
+            if cli.given.watchdog_timeout {
+                config.lock_watchdog_timeout = cli.watchdog_timeout;
+            }
+            config
         }
         None => {
             let mut config = Config::from_url(&cli.url);
@@ -172,14 +202,36 @@ fn settings(cli: &Cli) -> Result<Config, String> {
     if cli.tls_ca_file.is_some() {
         config.tls_ca_file = cli.tls_ca_file.clone();
     }
+    let (url_user, url_password) = userinfo(&config.address);
+    if let Some(user) = &cli.user {
+        config.username = Some(user.clone());
+    } else if config.username.is_none() && !url_user {
+        config.username = std::env::var("REDIS_USERNAME")
+            .ok()
+            .filter(|u| !u.is_empty());
+    }
     if let Some(path) = &cli.password_file {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read the password file {}: {e}", path.display()))?;
         config.password = Some(text.lines().next().unwrap_or_default().to_string());
-    } else if let Ok(password) = std::env::var("REDIS_PASSWORD") {
-        config.password = Some(password);
+    } else if config.password.is_none() && !url_password {
+        config.password = std::env::var("REDIS_PASSWORD").ok();
     }
     Ok(config)
+}
+
+/// Whether a URL carries a user name and a password
+/// (`scheme://user:password@host`).
+fn userinfo(url: &str) -> (bool, bool) {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    match authority.rsplit_once('@') {
+        Some((info, _)) => match info.split_once(':') {
+            Some((user, password)) => (!user.is_empty(), !password.is_empty()),
+            None => (!info.is_empty(), false),
+        },
+        None => (false, false),
+    }
 }
 
 async fn connect(cli: &Cli) -> Result<RedissonClient, String> {
@@ -208,7 +260,21 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let cli = Cli::parse();
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let mut cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    let on_command_line = |id: &str| {
+        matches!(
+            matches.value_source(id),
+            Some(clap::parser::ValueSource::CommandLine)
+        )
+    };
+    cli.given = Given {
+        url: on_command_line("url"),
+        watchdog_timeout: on_command_line("watchdog_timeout"),
+    };
     if let Command::Completions { shell } = cli.command {
         use clap::CommandFactory;
         let mut command = Cli::command();

@@ -620,6 +620,76 @@ async fn read_only_commands_need_no_wait_and_publish_nothing() {
     assert!(!stats.contains("cmdstat_publish"), "{stats}");
 }
 
+/// Where settings come from: an explicit flag, then the URL or the
+/// Redisson file, then the environment; two flags naming the servers are
+/// an error, not one silently ignored.
+#[tokio::test]
+async fn settings_come_from_the_flag_then_the_url_then_the_environment() {
+    let server = RedisServer::start_with(&["--requirepass", "right"]).await;
+    let with_password = format!("redis://default:right@127.0.0.1:{}", server.port);
+    let admin =
+        redisson_lock::RedissonClient::connect(config(&with_password, Duration::from_secs(30)))
+            .await
+            .unwrap();
+    admin
+        .command(
+            None,
+            "ACL",
+            ["SETUSER", "ops", "on", ">ops-pw", "~*", "&*", "+@all"],
+        )
+        .await
+        .unwrap();
+    admin.shutdown().await;
+    // The URL's password wins over REDIS_PASSWORD.
+    let mut cmd = cli(&with_password);
+    cmd.env("REDIS_PASSWORD", "wrong").args(["status", "x"]);
+    let out = output(cmd).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // Without one in the URL, the environment's is used; the user too.
+    let bare = format!("redis://127.0.0.1:{}", server.port);
+    let mut cmd = cli(&bare);
+    cmd.env("REDIS_USERNAME", "ops")
+        .env("REDIS_PASSWORD", "ops-pw")
+        .args(["status", "x"]);
+    let out = output(cmd).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // --user wins over REDIS_USERNAME.
+    let mut cmd = cli(&bare);
+    cmd.env("REDIS_USERNAME", "nobody")
+        .env("REDIS_PASSWORD", "ops-pw")
+        .args(["--user", "ops", "status", "x"]);
+    let out = output(cmd).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    // --url beside --redisson-config: an error that says so.
+    let dir = common::topology::Scratch::new("cli-precedence");
+    let file = dir.0.join("redisson.yaml");
+    std::fs::write(
+        &file,
+        format!("singleServerConfig:\n  address: \"{with_password}\"\n"),
+    )
+    .unwrap();
+    let mut cmd = cli(&bare);
+    cmd.args([
+        "--url",
+        &bare,
+        "--redisson-config",
+        file.to_str().unwrap(),
+        "status",
+        "x",
+    ]);
+    let out = output(cmd).await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("both name the servers"),
+        "{}",
+        out.stderr
+    );
+    // REDIS_URL does not compete with the file: the file is used.
+    let mut cmd = cli(&bare);
+    cmd.args(["--redisson-config", file.to_str().unwrap(), "status", "x"]);
+    assert_eq!(output(cmd).await.code, 0);
+}
+
 #[tokio::test]
 async fn the_password_stays_out_of_help_errors_and_the_command_line() {
     const SECRET: &str = "cli-s3cret";

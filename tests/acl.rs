@@ -1,6 +1,6 @@
 //! The crate works under the minimal ACL documented in docs/acl.md.
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::time::Duration;
 

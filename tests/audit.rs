@@ -6,7 +6,7 @@
 //! tests/common run without persistence (a restart loses every lock), which
 //! the audit rightly fails (`a_server_without_persistence_fails_only_persistence`).
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! a cluster without WAIT, which no client with the default settings
 //! connects to.
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! 3 sentinels): clean as started, then a quorum of 1 in 3, then a sentinel
 //! that hangs.
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::time::Duration;
 

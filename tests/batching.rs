@@ -1,7 +1,7 @@
 //! Scripts that many tasks send at once go out in batches (one EVALSHA per
 //! script and shape), and each caller still gets exactly its own outcome.
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::time::Duration;
 

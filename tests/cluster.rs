@@ -1,6 +1,6 @@
 //! Redis Cluster: 3 primaries with 3 replicas, started by the test.
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! A Redisson config file, as a Java service would use it, drives a real client.
 #![cfg(feature = "redisson-config")]
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! RCountDownLatch against a real redis-server: opening, re-arming, its
 //! messages, lost wake-ups and bad input.
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! thread (`{T: 2}` -> `{T: 1}`); the read lock, which writes the same field
 //! with another protocol, is refused instead of corrupting the count.
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! Bad input gets a typed error and touches nothing on Redis.
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! RFairLock: first come, first served across Java and Rust; waiters that give
 //! up leave the queue; faults.
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! Faults: a Redis crash while locks are held and awaited, a lost reply, an
 //! unreachable server.
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! RFencedLock (tokens) and RSpinLock (no pub/sub): on their own, under
 //! faults, and against the JVM.
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -9,7 +9,7 @@
 //! test (the crate's background tasks included) fails it too
 //! (`common::garbage::PanicWatch`).
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::future::Future;
 use std::sync::Arc;

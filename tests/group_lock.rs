@@ -3,7 +3,7 @@
 //! set; wake-ups of waiters of other values; renewal; a lost reply; and JVM
 //! Redisson 4.7.0 and 3.52.0 holding and waiting for the same values.
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

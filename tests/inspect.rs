@@ -2,7 +2,7 @@
 //! against a real server: typed states, the reading client's own holds, and
 //! bad input refused before anything is sent.
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::time::Duration;
 

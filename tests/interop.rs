@@ -1,7 +1,7 @@
 //! Live interop with the real JVM Redisson jar, at each pinned version: the
 //! same lock, held and released from both sides.
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

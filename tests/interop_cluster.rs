@@ -3,7 +3,7 @@
 //! AUTO mode on Redis 7), and classic pub/sub with Redisson 3.16, which has no
 //! sharded mode (the Rust side is set to OFF to match it).
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

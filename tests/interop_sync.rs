@@ -6,7 +6,7 @@
 //! semaphore (docs/interop.md), which would stall these runs whoever
 //! released.
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::time::Duration;
 

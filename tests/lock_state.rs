@@ -1,6 +1,6 @@
 //! The state on Redis after each lock operation is exactly Redisson's.
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::collections::HashMap;
 use std::time::Duration;

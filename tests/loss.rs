@@ -2,7 +2,7 @@
 //! Redis is kept renewed and released properly, so a dead key never blocks
 //! everyone for a lease.
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! RMultiLock and RedLock across separate servers; `run()` and the acquire
 //! builder.
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;

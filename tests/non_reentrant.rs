@@ -3,7 +3,7 @@
 //! nothing; everyone else is excluded as by an RLock or a fair lock; and
 //! JVM Redisson 4.7.0 shares them.
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::time::Duration;
 

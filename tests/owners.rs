@@ -1,7 +1,7 @@
 //! Owners: mutual exclusion holds between futures polled by one task, and
 //! re-entry is scoped to the flow that holds the lock.
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;

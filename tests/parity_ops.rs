@@ -3,7 +3,7 @@
 //! fenced lock's `token` and `delete`, and an expirable permit's
 //! `lease_time` (Redisson's `getLeaseTime`).
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::time::Duration;
 

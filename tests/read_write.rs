@@ -2,7 +2,7 @@
 //! JVM writes), readers and writers across Java and Rust, wake-ups, renewal,
 //! leases and faults.
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};

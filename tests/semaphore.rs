@@ -2,7 +2,7 @@
 //! never more holders than permits, wake-ups, lost messages, cancellation,
 //! guards, shutdown and bad input.
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! Sentinel: 1 primary, 2 replicas and 3 sentinels, started by the test.
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! `shutdown()`: waiters are told at once, and nothing a cancelled operation
 //! took outlives the client.
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! `metrics` recorder: span names, their fields, and the figures.
 #![cfg(feature = "metrics")]
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! TLS: redis-server with `--tls-port` and certificates made by the test.
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! Waiting: woken by unlock messages, one subscription per client, no overlap.
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! The watchdog: keeps watchdog locks alive, never renews explicit leases,
 //! renews in batches.
 
-mod common;
+use redisson_lock_testkit as common;
 
 use std::time::Duration;
 

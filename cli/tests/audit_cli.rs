@@ -1,8 +1,7 @@
 //! `redisson-lock audit`: the table, `--json`, and the exit status (0
 //! nothing fails, 1 something does, 2 could not connect), against real servers.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use redisson_lock_testkit as common;
 mod support;
 
 use common::*;

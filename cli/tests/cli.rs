@@ -1,7 +1,6 @@
 //! The `redisson-lock` binary against a real redis-server.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use redisson_lock_testkit as common;
 mod support;
 
 use std::time::Duration;

@@ -1,8 +1,7 @@
 //! `ls`, `inspect`, `doctor`, `run` for every kind and the latch and
 //! semaphore commands, against real servers (and the JVM's Redisson 4.7.0).
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use redisson_lock_testkit as common;
 mod support;
 
 use std::time::Duration;

@@ -1,8 +1,7 @@
 //! `top`, driven in tmux as a person would: keys in with send-keys, the
 //! screen read back with capture-pane.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+use redisson_lock_testkit as common;
 mod support;
 
 use std::time::Duration;

@@ -20,8 +20,7 @@
 //! quorum setting and writes `target/safety/results.json`, from which
 //! docs/safety.md's tables and plot are made.
 
-#[path = "../common/mod.rs"]
-mod common;
+use redisson_lock_testkit as common;
 mod faults;
 mod resource;
 mod workload;

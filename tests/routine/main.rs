@@ -23,8 +23,7 @@
 //! production defaults, and writes `target/safety/routine.json`, from which
 //! docs/safety.md's routine-operations table is made.
 
-#[path = "../common/mod.rs"]
-mod common;
+use redisson_lock_testkit as common;
 mod deployment;
 mod judge;
 mod load;

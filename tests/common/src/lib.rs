@@ -1,6 +1,5 @@
 //! Test support: real redis-server processes on free ports, a fault-injecting
 //! TCP proxy, and observers for channel messages and keyspace events.
-#![allow(dead_code)]
 
 pub mod bus;
 pub mod garbage;
@@ -401,7 +400,8 @@ pub async fn client(server: &RedisServer, watchdog: Duration) -> RedissonClient 
 
 /// Collects messages of the given channels and patterns.
 pub struct Observer {
-    client: SubscriberClient,
+    // Held so the subscription lives as long as the observer.
+    _client: SubscriberClient,
     rx: mpsc::UnboundedReceiver<Message>,
 }
 
@@ -445,7 +445,10 @@ impl Observer {
         }
         // Subscriptions are confirmed once the PING behind them is answered.
         let _: Value = client.ping(None).await.unwrap();
-        Observer { client, rx }
+        Observer {
+            _client: client,
+            rx,
+        }
     }
 
     /// The next message: (channel, payload).

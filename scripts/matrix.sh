@@ -33,7 +33,7 @@ done
 out=target/matrix
 mkdir -p "$out"
 registry=$(bash scripts/servers.sh --registry "${only[@]}")
-features=redisson-lock/redisson-config,redisson-lock/metrics
+features=redisson-lock/redisson-config,redisson-lock/metrics,redisson-lock/blocking
 
 # What each row runs: test binaries of the workspace, by name.
 # Single server: every object family with its Redis layout, live against

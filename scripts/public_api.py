@@ -21,7 +21,7 @@ import os
 import subprocess
 import sys
 
-FEATURES = "redisson-config,metrics"
+FEATURES = "redisson-config,metrics,blocking"
 LISTING = "docs/public-api.txt"
 
 

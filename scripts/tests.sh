@@ -18,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-features=redisson-lock/redisson-config,redisson-lock/metrics
+features=redisson-lock/redisson-config,redisson-lock/metrics,redisson-lock/blocking
 out=target/tests
 mkdir -p "$out"
 rm -f "$out"/*.log "$out"/outcomes.tsv

@@ -52,6 +52,13 @@ pub enum Error {
     /// A bad argument: empty or malformed name, zero or out-of-range duration.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A call of the [`crate::blocking`] API from a thread that runs inside a
+    /// tokio runtime (an async task, or `spawn_blocking`): blocking there
+    /// would stall the runtime's thread, or deadlock a single-threaded one.
+    /// Nothing was sent. Use the async API there, or call from a thread of
+    /// your own.
+    #[error("a blocking redisson-lock call inside a tokio runtime: use the async API there (or a std thread)")]
+    InsideAsyncRuntime,
     /// Invalid configuration or URL.
     #[error("invalid configuration: {0}")]
     Config(String),

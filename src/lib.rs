@@ -93,6 +93,9 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod audit;
+#[cfg(feature = "blocking")]
+#[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
+pub mod blocking;
 mod client;
 mod command;
 mod config;
@@ -105,8 +108,8 @@ mod owner;
 mod sync;
 mod topology;
 
-/// The README's examples, compiled as doc tests.
-#[cfg(doctest)]
+/// The README's examples, compiled as doc tests (one shows the blocking API).
+#[cfg(all(doctest, feature = "blocking"))]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 

@@ -283,6 +283,18 @@ impl Held {
         )
     }
 
+    /// Runs the closure `work` on this thread so that acquisitions of this
+    /// lock name through this client's blocking API inside it re-enter with
+    /// this hold's owner.
+    pub(crate) fn scope_thread<R>(&self, work: impl FnOnce() -> R) -> R {
+        crate::engine::reentry::enter_thread(
+            self.engine.id.clone(),
+            self.hold.name.clone(),
+            self.hold.owner,
+            work,
+        )
+    }
+
     /// The owner's hold count on Redis.
     pub(crate) async fn hold_count(&self) -> Result<u32> {
         self.lock().hold_count_of(self.hold.owner).await

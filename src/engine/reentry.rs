@@ -60,6 +60,44 @@ pub(crate) fn enter<F: Future>(
     ENTERED.scope(Arc::new(entered), work)
 }
 
+std::thread_local! {
+    /// The holds the current thread runs inside of, for the blocking API
+    /// (whose scopes are closures run on the caller's thread), innermost last.
+    static THREAD_ENTERED: std::cell::RefCell<Vec<Entered>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs the closure `work` inside a scope of (`client_id`, `name`, `owner`)
+/// on this thread: futures made by [`with_thread_scopes`] while it runs
+/// re-enter that hold. The scope ends when `work` returns or unwinds.
+pub(crate) fn enter_thread<R>(
+    client_id: Arc<str>,
+    name: Arc<str>,
+    owner: OwnerId,
+    work: impl FnOnce() -> R,
+) -> R {
+    struct Leave;
+    impl Drop for Leave {
+        fn drop(&mut self) {
+            THREAD_ENTERED.with(|entered| entered.borrow_mut().pop());
+        }
+    }
+    THREAD_ENTERED.with(|entered| {
+        entered.borrow_mut().push(Entered {
+            client_id,
+            name,
+            owner,
+        })
+    });
+    let _leave = Leave;
+    work()
+}
+
+/// `work` inside the scopes this thread is in ([`enter_thread`]), taken now.
+pub(crate) fn with_thread_scopes<F: Future>(work: F) -> impl Future<Output = F::Output> {
+    let entered = THREAD_ENTERED.with(|entered| entered.borrow().clone());
+    ENTERED.scope(Arc::new(entered), work)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -103,6 +103,12 @@ impl LockGuard {
         self.held.scope(work)
     }
 
+    /// [`LockGuard::scope`] for a closure run on this thread (the blocking API).
+    #[cfg(feature = "blocking")]
+    pub(crate) fn scope_thread<R>(&self, work: impl FnOnce() -> R) -> R {
+        self.held.scope_thread(work)
+    }
+
     /// How many times this guard's owner holds the lock, as Redis counts it
     /// (`HGET`): 1 for a single hold, more after re-entries.
     ///

@@ -1,0 +1,65 @@
+//! The blocking API: the same objects, guards, semantics and errors as the
+//! async API, for synchronous code (batch jobs, CLIs, services on
+//! synchronous frameworks), as `reqwest::blocking` and redis-rs offer one.
+//! Enabled by the `blocking` feature.
+//!
+//! A [`RedissonClient`] owns a small private tokio runtime (one worker
+//! thread) that keeps its connections, its pub/sub subscriptions and its
+//! watchdog running while your threads do their work; every call waits on
+//! the calling thread for the async call it wraps, so the wire is exactly
+//! the async API's (and Redisson's). Guards release on drop, as a
+//! `std::sync::MutexGuard` does.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use redisson_lock::blocking::RedissonClient;
+//!
+//! fn main() -> redisson_lock::Result<()> {
+//!     let client = RedissonClient::from_url("redis://127.0.0.1:6379")?;
+//!     let lock = client.lock("reports:daily")?;
+//!     if let Some(guard) = lock.try_lock_for(Duration::from_secs(5))? {
+//!         // held, renewed by the watchdog until unlocked or dropped
+//!         guard.unlock()?;
+//!     }
+//!     client.shutdown();
+//!     Ok(())
+//! }
+//! ```
+//!
+//! **Threads, not tasks.** A blocking call from a thread inside a tokio
+//! runtime (an async task, or a `spawn_blocking` closure) returns
+//! [`crate::Error::InsideAsyncRuntime`] and sends nothing: blocking there
+//! stalls the runtime's thread, or deadlocks a single-threaded runtime. Use
+//! the async API there; [`RedissonClient::as_async`] gives it for the same
+//! connections.
+//!
+//! **Re-entry is scoped**, as in the async API: inside
+//! [`Guard::scope`]'s closure, acquiring the same lock through the same
+//! client on the same thread re-enters the guard's hold (the hold count
+//! goes up, as a nested `lock()` in one Java thread does); anywhere else,
+//! a second acquisition waits like anyone else's. Another thread never
+//! inherits a scope.
+//!
+//! **Loss** is told as the async API tells it: [`Guard::is_lost`], a
+//! callback ([`Guard::on_lost`]) run on the client's runtime thread, or a
+//! channel ([`Guard::lost_channel`]).
+//!
+//! **Cancel safety**: a blocking call cannot be cancelled from outside; it
+//! returns when the async call it wraps does, bounded as that one is (by
+//! its `wait`, and by the client's command timeout on every network call).
+
+mod client;
+mod guard;
+mod latch;
+mod lock;
+mod runtime;
+mod semaphore;
+
+pub use client::RedissonClient;
+pub use guard::{AsyncGuard, FencedGuard, Guard, LockGuard};
+pub use latch::CountDownLatch;
+pub use lock::{
+    FairLock, FencedLock, Lock, NonReentrantFairLock, NonReentrantLock, RLock, ReadLock,
+    ReadWriteLock, SpinLock, WriteLock,
+};
+pub use semaphore::{Permits, Semaphore};

@@ -1,0 +1,258 @@
+//! The blocking API (`redisson_lock::blocking`, feature `blocking`) from
+//! plain std threads, against a real redis-server and a JVM Redisson peer:
+//! the same exclusion, re-entry by scope, release on drop, lost signal
+//! (callback and channel), and a clear refusal inside an async runtime.
+//!
+//! The servers and the JVM are driven from a harness runtime; every blocking
+//! call is made from a thread outside it, as a synchronous program makes it.
+
+use redisson_lock_testkit as common;
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::java::{newest_versions, JavaPeer};
+use common::{config, within, Observer, RedisServer};
+use fred::prelude::*;
+use redisson_lock::blocking::RedissonClient;
+use redisson_lock::{Error, Unlocked};
+
+/// A server and the runtime that drives it (and the test's own reads).
+struct Harness {
+    server: RedisServer,
+    raw: Client,
+    rt: tokio::runtime::Runtime,
+}
+
+impl Harness {
+    fn start() -> Harness {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let server = rt.block_on(RedisServer::start());
+        let raw = rt.block_on(server.raw());
+        Harness { server, raw, rt }
+    }
+
+    fn client(&self, watchdog: Duration) -> RedissonClient {
+        RedissonClient::connect(config(&self.server.url(), watchdog)).unwrap()
+    }
+
+    fn fields(&self, key: &str) -> std::collections::HashMap<String, String> {
+        self.rt.block_on(self.raw.hgetall(key)).unwrap()
+    }
+}
+
+#[test]
+fn threads_exclude_each_other_and_every_waiter_is_woken() {
+    let h = Harness::start();
+    let client = h.client(Duration::from_secs(30));
+    let inside = Arc::new(AtomicBool::new(false));
+    let entries = Arc::new(AtomicU32::new(0));
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let lock = client.lock("blocking:ledger").unwrap();
+            let (inside, entries) = (inside.clone(), entries.clone());
+            std::thread::spawn(move || {
+                for _ in 0..25 {
+                    let guard = lock.lock().unwrap();
+                    assert!(!inside.swap(true, Ordering::SeqCst), "two holders at once");
+                    entries.fetch_add(1, Ordering::SeqCst);
+                    std::thread::yield_now();
+                    inside.store(false, Ordering::SeqCst);
+                    assert_eq!(guard.unlock().unwrap(), Unlocked::Released);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(entries.load(Ordering::SeqCst), 100);
+    assert!(h.fields("blocking:ledger").is_empty());
+    assert_eq!(client.held_locks(), 0);
+}
+
+#[test]
+fn a_scope_reenters_on_its_thread_only_and_drop_releases() {
+    let h = Harness::start();
+    let client = h.client(Duration::from_secs(30));
+    let lock = client.lock("blocking:nested").unwrap();
+    let outer = lock.lock().unwrap();
+    let field = outer.field();
+    outer.scope(|| {
+        let inner = lock.lock().unwrap();
+        assert_eq!(inner.owner(), outer.owner());
+        assert_eq!(inner.hold_count().unwrap(), 2);
+        assert_eq!(h.fields("blocking:nested")[&field], "2");
+        // Another thread is outside the scope: it does not re-enter.
+        let other = lock.clone();
+        let from_elsewhere = std::thread::spawn(move || other.try_lock().unwrap().is_some());
+        assert!(!from_elsewhere.join().unwrap());
+        drop(inner); // waits for the release's reply
+        assert_eq!(h.fields("blocking:nested")[&field], "1");
+    });
+    // Outside the scope, this thread waits like anyone else.
+    assert!(lock.try_lock().unwrap().is_none());
+    drop(outer);
+    assert!(h.fields("blocking:nested").is_empty());
+
+    // The write half's scope may take the read half (Redisson's downgrade).
+    let rw = client.read_write_lock("blocking:prices").unwrap();
+    let writing = rw.write().lock().unwrap();
+    let reading = writing.scope(|| rw.read().try_lock().unwrap()).unwrap();
+    assert_eq!(reading.owner(), writing.owner());
+    drop(writing);
+    assert_eq!(rw.mode().unwrap(), Some(redisson_lock::RwMode::Read));
+    reading.unlock().unwrap();
+    assert_eq!(rw.mode().unwrap(), None);
+}
+
+#[test]
+fn a_lost_lock_is_told_through_the_callback_and_the_channel() {
+    let h = Harness::start();
+    let client = h.client(Duration::from_secs(1));
+    let lock = client.lock("blocking:export").unwrap();
+    let guard = lock.lock().unwrap();
+    let (called, callback) = std::sync::mpsc::channel();
+    guard.on_lost(move || called.send("callback ran").unwrap());
+    let lost = guard.lost_channel();
+    // Deleted behind the holder's back: the next renewal finds it gone.
+    let _: i64 = h.rt.block_on(h.raw.del("blocking:export")).unwrap();
+    lost.recv_timeout(Duration::from_secs(10))
+        .expect("the lost signal within a renewal period");
+    assert!(guard.is_lost());
+    assert_eq!(
+        callback.recv_timeout(Duration::from_secs(10)),
+        Ok("callback ran")
+    );
+    assert!(matches!(guard.unlock(), Err(Error::LockLost { .. })));
+
+    // A hold released normally never fires: its channel just disconnects.
+    let guard = lock.lock().unwrap();
+    let lost = guard.lost_channel();
+    guard.unlock().unwrap();
+    assert_eq!(
+        lost.recv_timeout(Duration::from_secs(10)),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected)
+    );
+}
+
+#[test]
+fn a_blocking_call_inside_a_runtime_is_refused_and_sends_nothing() {
+    let h = Harness::start();
+    let url = h.server.url();
+    let refused =
+        h.rt.block_on(async { RedissonClient::connect(config(&url, Duration::from_secs(30))) });
+    assert!(
+        matches!(refused, Err(Error::InsideAsyncRuntime)),
+        "{refused:?}"
+    );
+
+    let client = h.client(Duration::from_secs(30));
+    let lock = client.lock("blocking:misuse").unwrap();
+    let in_task =
+        h.rt.block_on(async { lock.try_lock().map(|g| g.is_some()) });
+    assert!(
+        matches!(in_task, Err(Error::InsideAsyncRuntime)),
+        "{in_task:?}"
+    );
+    let in_spawn_blocking = h.rt.block_on(async {
+        let lock = lock.clone();
+        tokio::task::spawn_blocking(move || lock.lock().map(drop))
+            .await
+            .unwrap()
+    });
+    assert!(matches!(in_spawn_blocking, Err(Error::InsideAsyncRuntime)));
+    assert!(h.fields("blocking:misuse").is_empty());
+
+    // A guard dropped inside a runtime is released in the background, on the
+    // client's own runtime; its waiters are told.
+    let guard = lock.lock().unwrap();
+    let mut unlocks = h.rt.block_on(Observer::new(
+        &h.server,
+        &["redisson_lock__channel:{blocking:misuse}"],
+        &[],
+    ));
+    h.rt.block_on(async move { drop(guard) });
+    let (_, message) = h.rt.block_on(within("the unlock message", unlocks.next()));
+    assert_eq!(message, "0");
+    assert!(h.fields("blocking:misuse").is_empty());
+}
+
+#[test]
+fn semaphores_and_latches_block_until_released() {
+    let h = Harness::start();
+    let client = h.client(Duration::from_secs(30));
+    let slots = client.semaphore("blocking:slots").unwrap();
+    assert!(slots.try_set_permits(2).unwrap());
+    let both = slots.acquire(2).unwrap();
+    assert_eq!(both.count(), 2);
+    assert!(slots.try_acquire(1).unwrap().is_none());
+    let waiter = {
+        let slots = slots.clone();
+        std::thread::spawn(move || slots.acquire(1).map(|p| p.forget()))
+    };
+    h.rt.block_on(common::await_subscribers(
+        &h.server,
+        &slots.as_async().channel(),
+        1,
+    ));
+    drop(both); // gives both back, waking the waiter
+    assert_eq!(waiter.join().unwrap().unwrap(), 1);
+    assert_eq!(slots.available_permits().unwrap(), 1);
+
+    let ready = client.count_down_latch("blocking:ready").unwrap();
+    assert!(ready.try_set_count(2).unwrap());
+    assert!(!ready.wait_for(Duration::from_millis(1)).unwrap());
+    let waiting = {
+        let ready = ready.clone();
+        std::thread::spawn(move || ready.wait())
+    };
+    h.rt.block_on(common::await_subscribers(
+        &h.server,
+        &ready.as_async().channel(),
+        1,
+    ));
+    assert_eq!(ready.count_down().unwrap(), 1);
+    assert_eq!(ready.count_down().unwrap(), 0);
+    waiting.join().unwrap().unwrap();
+}
+
+#[test]
+fn a_jvm_holder_and_a_blocking_thread_exclude_each_other() {
+    let (profile, version) = newest_versions()[0];
+    let h = Harness::start();
+    let java =
+        h.rt.block_on(JavaPeer::start(profile, version, &h.server.url(), 30_000));
+    let client = h.client(Duration::from_secs(30));
+    let lock = client.lock("blocking:shared").unwrap();
+
+    h.rt.block_on(java.ok("lock blocking:shared 1 -1"));
+    let waiter = {
+        let lock = lock.clone();
+        std::thread::spawn(move || lock.lock().map(|g| (g.field(), g)))
+    };
+    h.rt.block_on(common::await_subscribers(
+        &h.server,
+        &lock.as_async().channel(),
+        1,
+    ));
+    assert!(!waiter.is_finished(), "acquired while the JVM holds it");
+    // Java's unlock message wakes the blocked thread.
+    h.rt.block_on(java.ok("unlock blocking:shared 1"));
+    let (field, guard) = waiter.join().unwrap().unwrap();
+    assert_eq!(
+        h.fields("blocking:shared").keys().collect::<Vec<_>>(),
+        [&field]
+    );
+    assert_eq!(
+        h.rt.block_on(java.ok("tryLock blocking:shared 2 0 -1")),
+        "false"
+    );
+    drop(guard);
+    assert_eq!(
+        h.rt.block_on(java.ok("tryLock blocking:shared 2 0 -1")),
+        "true"
+    );
+    h.rt.block_on(java.quit());
+}

@@ -75,6 +75,9 @@ impl RedissonClient {
         // awaits many fred futures.
         let start: futures::future::BoxFuture<'static, _> = Box::pin(Engine::start(config));
         let engine = start.await?;
+        // Named before the first lock: a holder is never shown unregistered
+        // for want of its first watchdog cycle.
+        crate::engine::registry::register(&engine).await;
         // The cheap part of the audit, in the background: a WARN per finding
         // that can break exclusion, never a wait or an error here.
         if engine.config.connect_audit {
@@ -367,6 +370,34 @@ impl RedissonClient {
     /// A receiver that sees the watchdog counters change after every cycle.
     pub fn watchdog_updates(&self) -> watch::Receiver<WatchdogStats> {
         self.engine.stats.subscribe()
+    }
+
+    /// Who client `client_id` is, as it registered itself in the client
+    /// registry (see [`crate::Registry`]): `None` for a client that did not
+    /// register (a JVM Redisson client, or a Rust client with the registry
+    /// off) or has gone (its entry expired or was removed at shutdown).
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::Connection`] / [`crate::Error::Timeout`].
+    ///
+    /// # Cancel safety
+    ///
+    /// A read: dropping the future changes nothing.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::RedissonClient) -> redisson_lock::Result<()> {
+    /// for holder in client.lock("orders:42")?.holders().await? {
+    ///     match client.client_identity(&holder.client_id).await? {
+    ///         Some(who) => println!("held by {}", who.describe()),
+    ///         None => println!("held by unregistered client {}", holder.client_id),
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn client_identity(&self, client_id: &str) -> Result<Option<crate::ClientIdentity>> {
+        self.engine.ensure_open()?;
+        crate::engine::registry::identity(&self.engine, client_id).await
     }
 
     /// Number of holds this client currently tracks (one per lock, kind and

@@ -118,8 +118,9 @@ pub use command::Reply;
 #[cfg(feature = "redisson-config")]
 pub use config::RedissonFile;
 pub use config::MAX_LEASE;
-pub use config::{BackOff, Config, Delays, ReplicaQuorum, ShardedSubscriptionMode};
+pub use config::{BackOff, Config, Delays, Registry, ReplicaQuorum, ShardedSubscriptionMode};
 pub use engine::lease::LostSignal;
+pub use engine::registry::ClientIdentity;
 pub use engine::safety::SafetyLevel;
 pub use engine::watchdog::WatchdogStats;
 pub use error::{Cause, Error, Result};

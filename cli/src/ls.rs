@@ -272,12 +272,42 @@ pub async fn inspect(cli: &Cli, args: &InspectArgs) -> Result<u8, String> {
     Ok(0)
 }
 
-fn holder_line(h: &Holder, what: &str) -> String {
+fn holder_line(h: &Holder, what: &str, clients: &Clients) -> String {
     let own = if h.this_client { " (this client)" } else { "" };
     format!(
-        "  {what} client {} owner {}{own}, hold count {}\n",
-        h.client_id, h.owner, h.hold_count
+        "  {what} client {} owner {}{own}, hold count {}\n{}",
+        h.client_id,
+        h.owner,
+        h.hold_count,
+        who_line(clients, &h.client_id)
     )
+}
+
+/// Who each client is, by client id, from the registry.
+pub type Clients = std::collections::BTreeMap<String, Option<redisson_lock::ClientIdentity>>;
+
+/// What the registry says of a client: `service/instance on host pid N`
+/// and its labels.
+pub fn who(clients: &Clients, client_id: &str) -> String {
+    match clients.get(client_id) {
+        Some(Some(identity)) => {
+            let labels: Vec<String> = identity
+                .labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            match labels.is_empty() {
+                true => identity.describe(),
+                false => format!("{} ({})", identity.describe(), labels.join(", ")),
+            }
+        }
+        _ => "unregistered (a JVM Redisson client, or a Rust client with the registry off)".into(),
+    }
+}
+
+/// The `who:` line under a holder or waiter.
+fn who_line(clients: &Clients, client_id: &str) -> String {
+    format!("    who: {}\n", who(clients, client_id))
 }
 
 /// Wall-clock ms since the epoch, as `in 4.2s` / `4.2s ago`.
@@ -311,7 +341,7 @@ pub fn describe(info: &ObjectInfo) -> String {
         ObjectState::Lock(lock) => {
             out.push_str(&format!("{name}: lock, {expiry}\n"));
             for h in &lock.holders {
-                out.push_str(&holder_line(h, "holder"));
+                out.push_str(&holder_line(h, "holder", &info.clients));
             }
         }
         ObjectState::FencedLock(lock) => {
@@ -327,7 +357,7 @@ pub fn describe(info: &ObjectInfo) -> String {
                 "{name}: fenced lock, {state}, last token {token}, {expiry}\n"
             ));
             for h in &lock.holders {
-                out.push_str(&holder_line(h, "holder"));
+                out.push_str(&holder_line(h, "holder", &info.clients));
             }
         }
         ObjectState::FairLock(fair) => {
@@ -341,7 +371,7 @@ pub fn describe(info: &ObjectInfo) -> String {
                 fair.queue_length
             ));
             for h in &fair.holders {
-                out.push_str(&holder_line(h, "holder"));
+                out.push_str(&holder_line(h, "holder", &info.clients));
             }
             for (i, w) in fair.queue.iter().enumerate() {
                 let deadline = match w.deadline_ms {
@@ -355,6 +385,7 @@ pub fn describe(info: &ObjectInfo) -> String {
                     w.client_id,
                     w.owner
                 ));
+                out.push_str(&who_line(&info.clients, &w.client_id));
             }
             for w in &fair.stray_deadlines {
                 out.push_str(&format!(
@@ -372,10 +403,10 @@ pub fn describe(info: &ObjectInfo) -> String {
             };
             out.push_str(&format!("{name}: read-write lock, mode {mode}, {expiry}\n"));
             if let Some(w) = &rw.writer {
-                out.push_str(&holder_line(w, "writer"));
+                out.push_str(&holder_line(w, "writer", &info.clients));
             }
             for r in &rw.readers {
-                out.push_str(&holder_line(&r.holder, "reader"));
+                out.push_str(&holder_line(&r.holder, "reader", &info.clients));
                 for hold in &r.holds {
                     let left = match (hold.exists, hold.ttl_ms) {
                         (false, _) => "missing".to_string(),
@@ -400,6 +431,7 @@ pub fn describe(info: &ObjectInfo) -> String {
                     m.expires_at_ms
                         .map_or(String::new(), |at| format!(", expires {}", from_now(at)))
                 ));
+                out.push_str(&who_line(&info.clients, &m.holder.client_id));
             }
         }
         ObjectState::Semaphore(s) => out.push_str(&format!(

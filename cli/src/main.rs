@@ -248,6 +248,8 @@ async fn connect_read_only(cli: &Cli) -> Result<RedissonClient, String> {
     let mut config = settings(cli)?;
     config.check_lock_synced_slaves = false;
     config.connect_audit = false;
+    // A read-only command writes nothing, not even its own registry entry.
+    config.registry.enabled = false;
     RedissonClient::connect(config)
         .await
         .map_err(|e| e.to_string())

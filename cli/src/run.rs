@@ -8,7 +8,7 @@ use redisson_lock::{Error, ExpirablePermits, LockGuard, RedissonClient, Semaphor
 use tokio::process::Command;
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::{connect, parse_duration, parse_wait, Cli, EXIT_LOST, EXIT_NOT_ACQUIRED};
+use crate::{parse_duration, parse_wait, Cli, EXIT_LOST, EXIT_NOT_ACQUIRED};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -214,7 +214,16 @@ pub async fn run(cli: &Cli, args: &Args) -> Result<u8, String> {
                 .into(),
         );
     }
-    let client = connect(cli).await?;
+    let mut config = crate::settings(cli)?;
+    // Named in the registry by the command it runs: `inspect` shows
+    // "redisson-lock run on host pid N" with `command=...`.
+    config
+        .registry
+        .labels
+        .insert("command".into(), args.command.join(" "));
+    let client = RedissonClient::connect(config)
+        .await
+        .map_err(|e| e.to_string())?;
     let mut interrupt = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
     let mut terminate = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
     // A signal while waiting ends the wait: dropping the acquire releases

@@ -68,6 +68,9 @@ struct Status {
     /// The Redis type of the key.
     redis_type: String,
     holders: Vec<redisson_lock::Holder>,
+    /// Who each holder's client is, by client id, from the client registry
+    /// (null: unregistered).
+    clients: crate::ls::Clients,
     /// Remaining TTL in ms; null when absent or without TTL.
     ttl_ms: Option<u64>,
     /// Semaphores: permits available now.
@@ -156,6 +159,7 @@ async fn read(client: &redisson_lock::RedissonClient, args: &StatusArgs) -> Resu
         kind,
         redis_type,
         holders: vec![],
+        clients: Default::default(),
         ttl_ms: None,
         permits_available: None,
         leases: None,
@@ -172,6 +176,10 @@ async fn read(client: &redisson_lock::RedissonClient, args: &StatusArgs) -> Resu
         "lock" => {
             let lock = client.lock(name).map_err(text)?;
             status.holders = lock.holders().await.map_err(text)?;
+            for h in &status.holders {
+                let identity = client.client_identity(&h.client_id).await.map_err(text)?;
+                status.clients.insert(h.client_id.clone(), identity);
+            }
             if let Ttl::Expires(ttl) = lock.remaining_ttl().await.map_err(text)? {
                 status.ttl_ms = Some(ttl.as_millis() as u64);
             }
@@ -235,6 +243,7 @@ fn print(status: &Status) {
                     "  client {} owner {} hold count {}",
                     h.client_id, h.owner, h.hold_count
                 );
+                println!("    who: {}", crate::ls::who(&status.clients, &h.client_id));
             }
         }
         "semaphore" => println!(

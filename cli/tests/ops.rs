@@ -330,6 +330,104 @@ async fn a_jvm_holder_shows_in_ls_and_inspect() {
     rust.shutdown().await;
 }
 
+/// Who holds it: a `run` holder is named by the client registry (host, pid,
+/// the command it runs) in `status`, `inspect` and `ls`; its entry goes when
+/// it exits, and a crashed holder's expires with its TTL. A JVM holder shows
+/// unregistered until it registers itself as docs/interop.md shows.
+#[tokio::test]
+async fn holders_are_named_by_the_client_registry() {
+    let server = RedisServer::start().await;
+    let url = server.url();
+    let raw = server.raw().await;
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let host = host.trim();
+
+    let (mut child, _lines) = start_run(&url, &["payroll"], "echo ready; read line").await;
+    let pid = child.id().unwrap();
+    let status = json(&url, &["status", "payroll"]).await;
+    let id = status["holders"][0]["client_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let who = &status["clients"][&id];
+    assert_eq!(
+        (&who["host"], &who["pid"], &who["service"], &who["runtime"]),
+        (
+            &Json::from(host),
+            &Json::from(pid),
+            &Json::from("redisson-lock"),
+            &Json::from("rust")
+        ),
+        "{status}"
+    );
+    assert_eq!(who["labels"]["command"], "sh -c echo ready; read line");
+    let text = run(&url, &["inspect", "payroll"]).await.stdout;
+    assert!(
+        text.contains(&format!(
+            "who: redisson-lock on {host} pid {pid} (command=sh -c"
+        )),
+        "{text}"
+    );
+    assert_eq!(
+        json(&url, &["inspect", "payroll"]).await["clients"][&id]["pid"],
+        pid
+    );
+    assert_eq!(
+        entry(&json(&url, &["ls"]).await, "payroll")["clients"][&id]["pid"],
+        pid
+    );
+    // Read-only commands register nothing of their own.
+    let entries: Vec<String> = raw
+        .scan_page("0", "redisson_lock__client:*", Some(100), None)
+        .await
+        .map(|(_, keys): (String, Vec<String>)| keys)
+        .unwrap();
+    assert_eq!(entries, [format!("redisson_lock__client:{id}")]);
+    assert_eq!(finish(&mut child).await, 0);
+    let entry_key = format!("redisson_lock__client:{id}");
+    assert_eq!(raw.exists::<i64, _>(&entry_key).await.unwrap(), 0);
+
+    // A holder killed outright: its entry expires with the watchdog timeout.
+    let (mut child, _lines) = start_run(
+        &url,
+        &["--watchdog-timeout", "1s", "crashes"],
+        "echo ready; read line",
+    )
+    .await;
+    let status = json(&url, &["status", "crashes"]).await;
+    let id = status["holders"][0]["client_id"].as_str().unwrap();
+    let entry_key = format!("redisson_lock__client:{id}");
+    let ttl: i64 = raw.pttl(&entry_key).await.unwrap();
+    assert!((1..=1000).contains(&ttl), "{ttl}");
+    unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGKILL) };
+    within("run killed", child.wait()).await.unwrap();
+    until("the crashed holder's entry expires", || async {
+        raw.exists::<i64, _>(&entry_key).await.unwrap() == 0
+    })
+    .await;
+
+    // A JVM holder: unregistered, then named once it registers.
+    let java = JavaPeer::start("redisson-4", "4.7.0", &url, 30_000).await;
+    java.ok("lock ledger 5 -1").await;
+    let status = json(&url, &["status", "ledger"]).await;
+    assert_eq!(status["clients"][&java.client_id], Json::Null, "{status}");
+    let text = run(&url, &["inspect", "ledger"]).await.stdout;
+    assert!(
+        text.contains("who: unregistered (a JVM Redisson client"),
+        "{text}"
+    );
+    java.ok("register billing").await;
+    let status = json(&url, &["status", "ledger"]).await;
+    let who = &status["clients"][&java.client_id];
+    assert_eq!(
+        (&who["service"], &who["runtime"]),
+        (&Json::from("billing"), &Json::from("java"))
+    );
+    let text = run(&url, &["inspect", "ledger"]).await.stdout;
+    assert!(text.contains("who: billing on "), "{text}");
+    java.kill().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ls_inspect_doctor_and_top_on_a_cluster() {
     use common::topology::Cluster;

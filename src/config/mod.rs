@@ -4,12 +4,14 @@
 mod backoff;
 #[cfg(feature = "redisson-config")]
 mod redisson_file;
+mod registry;
 pub(crate) mod tls;
 
 pub(crate) use backoff::{retry_pause, retry_step};
 pub use backoff::{BackOff, Delays};
 #[cfg(feature = "redisson-config")]
 pub use redisson_file::RedissonFile;
+pub use registry::Registry;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -199,6 +201,9 @@ pub struct Config {
     /// finding that can break exclusion. Default true; a read-only tool
     /// turns it off. Not a Redisson setting.
     pub connect_audit: bool,
+    /// The client's entry in the client registry (who it is, so tools can
+    /// name a lock's holder); on by default. Not a Redisson setting.
+    pub registry: Registry,
 }
 
 fn serialize_redacted_url<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
@@ -233,6 +238,7 @@ impl std::fmt::Debug for Config {
                 &self.master_connection_pool_size,
             )
             .field("connect_audit", &self.connect_audit)
+            .field("registry", &self.registry)
             .finish()
     }
 }
@@ -264,6 +270,7 @@ impl Default for Config {
             replica_quorum: ReplicaQuorum::Any,
             master_connection_pool_size: 8,
             connect_audit: true,
+            registry: Registry::default(),
         }
     }
 }

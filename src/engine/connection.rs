@@ -18,6 +18,7 @@ use crate::engine::coalesce::Lane;
 use crate::engine::hold::Holds;
 use crate::engine::hub::Hub;
 use crate::engine::lifecycle::Lifecycle;
+use crate::engine::registry;
 use crate::engine::replica_sync::ReplicaSync;
 use crate::engine::unlock_latch::LatchSweeper;
 use crate::engine::watchdog::{self, WatchdogStats};
@@ -143,6 +144,7 @@ impl Engine {
             false => writers.first().cloned(),
         }
         .ok_or_else(|| Error::Config("no write connection".into()))?;
+        let registry = registry::Entry::new(&config, &id);
         let engine = Arc::new(Engine {
             id,
             replica_sync,
@@ -158,6 +160,7 @@ impl Engine {
             publish_command: if sharded { "SPUBLISH" } else { "PUBLISH" },
             stats: watch::Sender::new(WatchdogStats::default()),
             lifecycle: lifecycle.clone(),
+            registry,
         });
         tokio::spawn(watchdog::run(
             Arc::downgrade(&engine),

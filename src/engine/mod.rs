@@ -39,6 +39,7 @@ pub(crate) mod operations;
 pub(crate) mod queries;
 pub(crate) mod raw;
 pub(crate) mod reentry;
+pub(crate) mod registry;
 pub(crate) mod release;
 pub(crate) mod replica_sync;
 pub(crate) mod request;
@@ -83,6 +84,14 @@ use watchdog::WatchdogStats;
 /// fresh build ("queries overflow the depth limit"). Behind `dyn`, the layout
 /// stops here. One allocation per command; tests/spawnable.rs keeps the
 /// depth of every public future under half the default limit.
+/// The client's wall clock in ms since the Unix epoch: the clock Redisson's
+/// scripts compare deadlines with (it passes `System.currentTimeMillis()`).
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
 pub(crate) fn boxed_reply<'a, T>(
     call: impl std::future::Future<Output = std::result::Result<T, fred::error::Error>> + Send + 'a,
 ) -> BoxFuture<'a, std::result::Result<T, fred::error::Error>> {
@@ -123,6 +132,8 @@ pub(crate) struct Engine {
     pub(crate) publish_command: &'static str,
     pub(crate) stats: watch::Sender<WatchdogStats>,
     pub(crate) lifecycle: Arc<Lifecycle>,
+    /// This client's registry entry (`None`: the registry is off).
+    pub(crate) registry: Option<registry::Entry>,
 }
 
 impl Engine {
@@ -359,6 +370,7 @@ impl Engine {
             // Guards still around hold nothing any more.
             hold.lease.mark_gone();
         }
+        registry::remove(self).await;
         self.lifecycle.stop();
         self.hub.quit().await;
         self.replica_sync.quit().await;

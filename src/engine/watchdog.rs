@@ -82,6 +82,8 @@ pub(crate) async fn run(
         };
         last = Instant::now();
         renew_all(&engine).await;
+        // The client's registry entry lives as long as a lock it holds would.
+        crate::engine::registry::refresh(&engine).await;
     }
 }
 

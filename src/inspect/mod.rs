@@ -48,6 +48,7 @@
 //! # Ok(()) }
 //! ```
 
+mod clients;
 mod glob;
 mod keys;
 mod read;
@@ -55,9 +56,12 @@ mod scan;
 mod shape;
 mod wire;
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use crate::client::RedissonClient;
+use crate::engine::registry::ClientIdentity;
 use crate::error::Result;
 use crate::lock::read_write::RwMode;
 use crate::lock::Holder;
@@ -148,6 +152,11 @@ pub struct ObjectInfo {
     /// each: waiting clients (one connection per client, whatever its number
     /// of waiters), and any `watch`.
     pub channels: Vec<ChannelWaiters>,
+    /// Who each client named above (holders, waiters) is, by client id, as
+    /// it registered itself ([`crate::Registry`]); `null` for a client
+    /// that did not register (a JVM Redisson client, or a Rust client with
+    /// the registry off).
+    pub clients: BTreeMap<String, Option<ClientIdentity>>,
 }
 
 impl ObjectInfo {
@@ -419,6 +428,9 @@ pub struct ObjectSummary {
     pub subscribers: u64,
     /// Keys that operations leave behind for a while, found by the scan.
     pub side_keys: Vec<SideKey>,
+    /// Who each holder's client is, by client id (`null`: unregistered), as
+    /// in [`ObjectInfo::clients`].
+    pub clients: BTreeMap<String, Option<ClientIdentity>>,
 }
 
 impl ObjectSummary {
@@ -439,6 +451,7 @@ impl ObjectSummary {
             last_token: None,
             subscribers: 0,
             side_keys: vec![],
+            clients: BTreeMap::new(),
         }
     }
 
@@ -576,9 +589,4 @@ impl RedissonClient {
     }
 }
 
-/// The client's wall clock in ms, the clock Redisson's deadlines use.
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+use crate::engine::now_ms;

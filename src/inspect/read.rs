@@ -168,6 +168,7 @@ pub(super) async fn inspect(engine: &Engine, name: &str) -> Result<ObjectInfo> {
             });
         }
     }
+    let clients = super::clients::identities(w.engine(), super::clients::of_state(&state)).await?;
     Ok(ObjectInfo {
         name: name.to_string(),
         state,
@@ -175,6 +176,7 @@ pub(super) async fn inspect(engine: &Engine, name: &str) -> Result<ObjectInfo> {
         ttl_ms,
         no_ttl,
         channels,
+        clients,
     })
 }
 

@@ -75,6 +75,21 @@ pub(super) async fn scan(engine: &Engine, pattern: &str, count: u32) -> Result<V
         .filter_map(|(name, found)| summarize(name, found, &engine.id))
         .collect();
     count_subscribers(&w, &mut objects).await?;
+    // Each client once, however many objects it holds.
+    let ids = objects
+        .iter()
+        .flat_map(super::clients::of_summary)
+        .collect();
+    let known = super::clients::identities(engine, ids).await?;
+    for object in &mut objects {
+        object.clients = super::clients::of_summary(object)
+            .into_iter()
+            .map(|id| {
+                let identity = known.get(&id).cloned().flatten();
+                (id, identity)
+            })
+            .collect();
+    }
     Ok(objects)
 }
 

@@ -23,6 +23,11 @@ impl<'a> Wire<'a> {
         Wire { engine }
     }
 
+    /// The reading client's engine.
+    pub(crate) fn engine(&self) -> &'a Engine {
+        self.engine
+    }
+
     /// The reading client's id.
     pub(crate) fn client_id(&self) -> &str {
         &self.engine.id

@@ -9,7 +9,6 @@
 //! tells only the first in line. Scripts in `lua/fair/`.
 
 use std::sync::LazyLock;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use fred::interfaces::ClientLike;
 use fred::types::{ClusterHash, CustomCommand, Value};
@@ -171,12 +170,7 @@ static GIVE_UP: LazyLock<Script> =
 static UNDO: LazyLock<Script> =
     LazyLock::new(|| Script::walking(include_str!("../../lua/fair/undo.lua")));
 
-/// The client's wall clock in ms, as Redisson passes `now` to the fair scripts.
-pub(super) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+pub(super) use crate::engine::now_ms;
 
 /// The budget a waiter's queue deadline is counted with: its wait, or
 /// `fairLockWaitTimeout` when it waits without a limit.

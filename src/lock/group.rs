@@ -20,7 +20,7 @@
 //! of the file is that rustdoc.
 
 use std::sync::{Arc, LazyLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use fred::interfaces::HashesInterface;
 use fred::types::Value;
@@ -531,12 +531,7 @@ fn fields(name: &str) -> impl Iterator<Item = &str> {
     list.split(',').filter(|f| !f.is_empty())
 }
 
-/// The client's wall clock in ms, as Redisson passes `now` to these scripts.
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+use crate::engine::now_ms;
 
 /// Whether an `expire_time` value is still ahead of (or at) `now`.
 fn held_until(ends: Option<&str>, now: i64) -> bool {

@@ -19,11 +19,4 @@ pub(crate) mod permit_expirable;
 mod pool;
 pub(crate) mod semaphore;
 
-/// The current wall-clock time in ms, which the permit-expirable
-/// semaphore's scripts compare lease deadlines with (Redisson passes
-/// `System.currentTimeMillis()`).
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+use crate::engine::now_ms;

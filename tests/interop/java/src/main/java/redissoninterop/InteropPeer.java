@@ -315,6 +315,26 @@ public final class InteropPeer {
                 need(p, 1, "remainTimeToLive NAME");
                 return String.valueOf(redisson.getLock(p[2]).remainTimeToLive());
             }
+            case "register": {
+                need(p, 1, "register SERVICE");
+                // The client registry entry, as docs/interop.md shows a Java
+                // service writing it (a script: the same on every version).
+                String key = "redisson_lock__client:" + clientId;
+                org.redisson.api.RScript script = redisson.getScript(StringCodec.INSTANCE);
+                script.eval(org.redisson.api.RScript.Mode.READ_WRITE,
+                        "redis.call('hset', KEYS[1], unpack(ARGV, 2)); "
+                                + "redis.call('pexpire', KEYS[1], ARGV[1]); return 1",
+                        org.redisson.api.RScript.ReturnType.VALUE,
+                        java.util.List.of(key),
+                        "30000",
+                        "host", java.net.InetAddress.getLocalHost().getHostName(),
+                        "pid", String.valueOf(ProcessHandle.current().pid()),
+                        "service", p[2],
+                        "runtime", "java",
+                        "version", "redisson",
+                        "started", String.valueOf(System.currentTimeMillis()));
+                return null;
+            }
             case "getId": {
                 need(p, 0, "getId");
                 return clientId;

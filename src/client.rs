@@ -312,6 +312,26 @@ impl RedissonClient {
         RMultiLock::red_lock(members)
     }
 
+    /// Leader election on the [`RLock`] named `name`: whoever holds that lock
+    /// (a Rust campaign, or a JVM service's `getLock(name)`) leads. See
+    /// [`crate::Election`].
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidArgument`] for an empty name.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::RedissonClient) -> redisson_lock::Result<()> {
+    /// let election = client.election("billing:scheduler")?;
+    /// if let Some(leader) = election.leader().await? {
+    ///     println!("led by {}", leader.identity.map_or(leader.client_id, |who| who.describe()));
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn election(&self, name: &str) -> Result<crate::Election> {
+        Ok(crate::Election::new(self.lock(name)?))
+    }
+
     /// A handle on the semaphore `name` (Redisson's `getSemaphore`). Nothing
     /// is sent to Redis; the name is checked.
     ///

@@ -125,6 +125,7 @@ pub use engine::safety::SafetyLevel;
 pub use engine::watchdog::WatchdogStats;
 pub use error::{Cause, Error, Result};
 pub use lock::acquire::{Acquirable, Acquire, Bounded, UntilAcquired};
+pub use lock::election::{Election, Leader, Leadership};
 pub use lock::fair::RFairLock;
 pub use lock::fenced::{FencedGuard, RFencedLock};
 pub use lock::group::{GroupValue, RGroupLock};

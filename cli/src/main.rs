@@ -126,6 +126,10 @@ enum Command {
     Top(top::TopArgs),
     /// Run a command while holding a lock or permits; release when it exits.
     Run(run::Args),
+    /// Run a command while this process leads: campaign for the election NAME
+    /// (the RLock NAME, so a JVM holder leads too), run, resign at exit; the
+    /// command is stopped (exit 76) if the leadership is lost.
+    Elect(run::ElectArgs),
     /// Set, count down or wait for a count-down latch.
     #[command(subcommand)]
     Latch(counters::Latch),
@@ -316,6 +320,7 @@ fn main() -> ExitCode {
             Command::Audit(args) => audit::audit(&cli, args).await,
             Command::Top(args) => top::top(&cli, args).await,
             Command::Run(args) => run::run(&cli, args).await,
+            Command::Elect(args) => run::run(&cli, &args.into()).await,
             Command::Latch(command) => counters::latch(&cli, command).await,
             Command::Semaphore(command) => counters::semaphore(&cli, command).await,
             Command::Status(args) => status::status(&cli, args).await,

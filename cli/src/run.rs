@@ -48,7 +48,7 @@ pub struct Args {
 }
 
 /// What `run` holds; a plain lock (Redisson's `getLock`) by default.
-#[derive(clap::Args)]
+#[derive(clap::Args, Default)]
 #[group(multiple = false)]
 struct KindArgs {
     /// Redisson's fair lock (`getFairLock`): first come, first served.
@@ -73,6 +73,39 @@ struct KindArgs {
     /// (`getPermitExpirableSemaphore`), leased for --lease.
     #[arg(long, value_name = "N", requires = "lease")]
     expirable_semaphore: Option<u32>,
+}
+
+/// `elect`: `run` on the election's lock (Redisson's `getLock(NAME)`),
+/// waiting as long as it takes; a JVM service holding that RLock leads.
+#[derive(clap::Args)]
+pub struct ElectArgs {
+    /// The election's name: the key of its lock.
+    name: String,
+    /// After the leadership is lost, the command gets SIGTERM, then SIGKILL
+    /// if it has not exited this long after.
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    kill_after: Duration,
+    /// Keep the command in this process group (see `run --foreground`).
+    #[arg(long)]
+    foreground: bool,
+    /// The command the leader runs, with REDISSON_LOCK_NAME set.
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
+}
+
+impl From<&ElectArgs> for Args {
+    fn from(elect: &ElectArgs) -> Args {
+        Args {
+            name: elect.name.clone(),
+            wait: None,
+            conflict_exit_code: EXIT_NOT_ACQUIRED,
+            lease: None,
+            kill_after: elect.kill_after,
+            foreground: elect.foreground,
+            kind: KindArgs::default(),
+            command: elect.command.clone(),
+        }
+    }
 }
 
 /// What the run holds while the command runs.

@@ -889,3 +889,46 @@ async fn watch_follows_each_kind_on_its_own_channel() {
     }
     holder.shutdown().await;
 }
+
+/// `elect`: waits while another (here a library client) leads, runs the
+/// command once this process leads, and resigns when it exits.
+#[tokio::test]
+async fn elect_runs_the_command_once_this_process_leads() {
+    let server = RedisServer::start().await;
+    let raw = server.raw().await;
+    let other = client(&server, Duration::from_secs(30)).await;
+    let leading = other.lock("scheduler").unwrap().lock().await.unwrap();
+
+    let mut cmd = cli(&server.url());
+    cmd.args([
+        "elect",
+        "scheduler",
+        "--",
+        "sh",
+        "-c",
+        "echo leading; read line",
+    ])
+    .stdin(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    // Waiting on the lock's channel: it leads only once the other resigns.
+    await_subscribers(&server, "redisson_lock__channel:{scheduler}", 1).await;
+    leading.unlock().await.unwrap();
+    let first = within("elected", lines.next_line()).await.unwrap();
+    assert_eq!(first.as_deref(), Some("leading"));
+    let holders: Vec<String> = raw.hkeys("scheduler").await.unwrap();
+    assert_eq!(holders.len(), 1);
+    assert!(!holders[0].starts_with(other.id()), "{holders:?}");
+
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"done\n")
+        .await
+        .unwrap();
+    let status = within("elect exits", child.wait()).await.unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(raw.exists::<i64, _>("scheduler").await.unwrap(), 0);
+    other.shutdown().await;
+}

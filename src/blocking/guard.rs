@@ -221,16 +221,8 @@ impl Guard<crate::FencedGuard> {
 impl<G: AsyncGuard> Drop for Guard<G> {
     fn drop(&mut self) {
         self.stop_watchers();
-        let Some(held) = self.inner.take() else {
-            return;
-        };
-        if Shared::may_block() {
-            let _ = self.shared.block_on(held.release());
-        } else {
-            // The async guard's own drop releases it in the background, on
-            // the client's runtime.
-            let _context = self.shared.runtime().enter();
-            drop(held);
+        if let Some(held) = self.inner.take() {
+            self.shared.release_dropped(held, G::release);
         }
     }
 }

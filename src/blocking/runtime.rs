@@ -48,6 +48,19 @@ impl Shared {
             .block_on(crate::engine::reentry::with_thread_scopes(work)))
     }
 
+    /// Gives back what a dropped blocking guard held: waiting for the reply
+    /// where this thread may block (as a `MutexGuard`'s drop frees at once),
+    /// else in the background, on this client's runtime, by the async
+    /// guard's own drop.
+    pub(crate) fn release_dropped<T, F: Future>(&self, held: T, release: impl FnOnce(T) -> F) {
+        if Shared::may_block() {
+            let _ = self.block_on(release(held));
+        } else {
+            let _context = self.runtime().enter();
+            drop(held);
+        }
+    }
+
     /// Whether this thread may block on the runtime.
     pub(crate) fn may_block() -> bool {
         tokio::runtime::Handle::try_current().is_err()

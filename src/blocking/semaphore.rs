@@ -194,14 +194,9 @@ impl Permits {
 
 impl Drop for Permits {
     fn drop(&mut self) {
-        let Some(held) = self.inner.take() else {
-            return;
-        };
-        if Shared::may_block() {
-            let _ = self.shared.block_on(held.release());
-        } else {
-            let _context = self.shared.runtime().enter();
-            drop(held);
+        if let Some(held) = self.inner.take() {
+            self.shared
+                .release_dropped(held, crate::SemaphorePermits::release);
         }
     }
 }

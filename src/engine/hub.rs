@@ -95,6 +95,10 @@ type Ready = Option<std::result::Result<(), Error>>;
 
 struct Channel {
     wake: Notify,
+    /// Every message and every re-check, whatever the policy: what an
+    /// observer (an election's `observe`) waits on. Apart from `wake` so that
+    /// an observer never takes a wake-up meant for a waiter.
+    observed: Notify,
     /// How messages here wake waiters (set by the first waiter's kind).
     policy: Wake,
     /// Local waiters; changed only with the registry's map locked.
@@ -135,6 +139,15 @@ impl Subscription {
     /// that arrives during the attempt is not missed.
     pub(crate) fn woken(&self) -> tokio::sync::futures::Notified<'_> {
         self.channel.wake.notified()
+    }
+}
+
+impl Subscription {
+    /// A future that completes on this channel's next message (of any
+    /// payload) or re-check, without taking a waiter's wake-up. Enable it
+    /// before the read it guards.
+    pub(crate) fn observed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.channel.observed.notified()
     }
 }
 
@@ -251,6 +264,7 @@ impl Hub {
                 let name: Arc<str> = name.into();
                 let channel = Arc::new(Channel {
                     wake: Notify::new(),
+                    observed: Notify::new(),
                     policy,
                     waiters: AtomicUsize::new(0),
                     ready: watch::Sender::new(None),
@@ -279,11 +293,13 @@ impl Hub {
             target.waiters.load(Ordering::Acquire),
             payload,
         );
+        target.observed.notify_waiters();
     }
 
     fn wake_all(&self) {
         for channel in self.channels.lock().values() {
             channel.wake.notify_waiters();
+            channel.observed.notify_waiters();
         }
     }
 
@@ -421,6 +437,7 @@ async fn run_ops(
                 channel.moving.store(false, Ordering::Release);
                 // A message sent while it moved is lost: re-check.
                 channel.wake.notify_waiters();
+                channel.observed.notify_waiters();
             }
             Op::Unsubscribe(name) => {
                 let result = if subscriber.sharded {

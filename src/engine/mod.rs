@@ -23,7 +23,9 @@
 //! | `script`, `replica_sync` | sending a script once, and waiting for the replicas the deployment's view (`crate::topology`) says must confirm it |
 //! | `unlock_latch` | batched deletion of settled unlock latches |
 //! | `telemetry` | tracing spans and `metrics` figures, named in one place |
-//! | `lifecycle`, `reentry`, `connection` | shutdown, scoped re-entry, building the connections |
+//! | `observe` | a lock's holders as a stream, woken by its channel without taking a waiter's wake-up |
+//! | `registry` | this client's entry in the client registry (who it is), and reading others' |
+//! | `lifecycle`, `reentry`, `connection` | shutdown, scoped re-entry (of futures, and of the blocking API's closures), building the connections |
 
 pub(crate) mod attempt;
 pub(crate) mod coalesce;
@@ -35,6 +37,7 @@ pub(crate) mod lease;
 pub(crate) mod lifecycle;
 pub(crate) mod loan;
 pub(crate) mod object;
+pub(crate) mod observe;
 pub(crate) mod operations;
 pub(crate) mod queries;
 pub(crate) mod raw;

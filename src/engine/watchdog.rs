@@ -82,8 +82,6 @@ pub(crate) async fn run(
         };
         last = Instant::now();
         renew_all(&engine).await;
-        // The client's registry entry lives as long as a lock it holds would.
-        crate::engine::registry::refresh(&engine).await;
     }
 }
 
@@ -124,13 +122,20 @@ async fn renew_all_traced(engine: &Engine, span: &tracing::Span) {
         }
     }
     let mut renewals = futures::stream::iter(renewals).buffer_unordered(engine.writer_count());
-    let mut cycle = CycleStats::default();
-    while let Some(one) = renewals.next().await {
-        cycle.scripts += one.scripts;
-        cycle.renewed += one.renewed;
-        cycle.lost += one.lost;
-        cycle.failures += one.failures;
-    }
+    let renewed = async {
+        let mut cycle = CycleStats::default();
+        while let Some(one) = renewals.next().await {
+            cycle.scripts += one.scripts;
+            cycle.renewed += one.renewed;
+            cycle.lost += one.lost;
+            cycle.failures += one.failures;
+        }
+        cycle
+    };
+    // The client's registry entry lives as long as a lock it holds would.
+    // Beside the renewals, never before them; the cycle counts once both
+    // are answered.
+    let (cycle, ()) = tokio::join!(renewed, crate::engine::registry::refresh(engine));
     telemetry::renewed(
         span,
         locks,

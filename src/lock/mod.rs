@@ -5,6 +5,7 @@
 //! keys, channel) and what only it has. One guard, [`LockGuard`], for all.
 
 pub(crate) mod acquire;
+pub(crate) mod election;
 pub(crate) mod fair;
 pub(crate) mod fenced;
 pub(crate) mod group;

@@ -328,8 +328,8 @@ impl RedissonClient {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn election(&self, name: &str) -> Result<crate::Election> {
-        Ok(crate::Election::new(self.lock(name)?))
+    pub fn election(&self, name: &str) -> Result<crate::lock::election::Election> {
+        Ok(crate::lock::election::Election::new(self.lock(name)?))
     }
 
     /// A handle on the semaphore `name` (Redisson's `getSemaphore`). Nothing
@@ -415,7 +415,10 @@ impl RedissonClient {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn client_identity(&self, client_id: &str) -> Result<Option<crate::ClientIdentity>> {
+    pub async fn client_identity(
+        &self,
+        client_id: &str,
+    ) -> Result<Option<crate::engine::registry::ClientIdentity>> {
         self.engine.ensure_open()?;
         crate::engine::registry::identity(&self.engine, client_id).await
     }

@@ -62,14 +62,15 @@ pub async fn ls(cli: &Cli, args: &LsArgs) -> Result<u8, String> {
 
 /// The `ls` table: one line per object, columns padded to fit.
 pub fn table(objects: &[ObjectSummary]) -> String {
-    let header = ["NAME", "KIND", "HOLDERS", "TTL", "WAITING", "DETAIL"].map(String::from);
-    let rows: Vec<[String; 6]> = objects
+    let header = ["NAME", "KIND", "HOLDERS", "WHO", "TTL", "WAITING", "DETAIL"].map(String::from);
+    let rows: Vec<[String; 7]> = objects
         .iter()
         .map(|o| {
             [
                 o.name.clone(),
                 o.kind.to_string(),
                 holders(o),
+                who_holds(o),
                 ttl(o.ttl_ms, o.no_ttl, o.kind),
                 waiting(o),
                 detail(o),
@@ -93,6 +94,28 @@ pub fn table(objects: &[ObjectSummary]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// The WHO column: the first holder's client as the registry names it
+/// (`service@host`), `unregistered`, or `-`; `+N` more clients.
+pub fn who_holds(o: &ObjectSummary) -> String {
+    let mut clients: Vec<&str> = vec![];
+    for h in o.writer.iter().chain(&o.holders) {
+        if !clients.contains(&h.client_id.as_str()) {
+            clients.push(&h.client_id);
+        }
+    }
+    let Some(first) = clients.first() else {
+        return "-".into();
+    };
+    let named = match o.clients.get(*first) {
+        Some(Some(identity)) => format!("{}@{}", identity.service, identity.host),
+        _ => "unregistered".into(),
+    };
+    match clients.len() {
+        1 => named,
+        n => format!("{named} +{}", n - 1),
+    }
 }
 
 /// Digits of the client id `ls` and `top` show (as a short commit id).

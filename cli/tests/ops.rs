@@ -376,6 +376,8 @@ async fn holders_are_named_by_the_client_registry() {
         entry(&json(&url, &["ls"]).await, "payroll")["clients"][&id]["pid"],
         pid
     );
+    let table = run(&url, &["ls", "payroll"]).await.stdout;
+    assert!(table.contains(&format!("redisson-lock@{host}")), "{table}");
     // Read-only commands register nothing of their own.
     let entries: Vec<String> = raw
         .scan_page("0", "redisson_lock__client:*", Some(100), None)
@@ -416,6 +418,8 @@ async fn holders_are_named_by_the_client_registry() {
         text.contains("who: unregistered (a JVM Redisson client"),
         "{text}"
     );
+    let table = run(&url, &["ls", "ledger"]).await.stdout;
+    assert!(table.contains(" unregistered "), "{table}");
     java.ok("register billing").await;
     let status = json(&url, &["status", "ledger"]).await;
     let who = &status["clients"][&java.client_id];

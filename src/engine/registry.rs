@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use fred::interfaces::{HashesInterface, KeysInterface};
 use serde::{Deserialize, Serialize};
@@ -137,6 +137,8 @@ pub(crate) struct Entry {
     args: Vec<fred::types::Value>,
     /// A refusal is logged once, not every cycle.
     warned: AtomicBool,
+    /// A refresh is in flight.
+    refreshing: AtomicBool,
 }
 
 impl Entry {
@@ -155,6 +157,7 @@ impl Entry {
             key: key(client_id),
             args,
             warned: AtomicBool::new(false),
+            refreshing: AtomicBool::new(false),
         })
     }
 }
@@ -175,6 +178,23 @@ pub(crate) async fn register(engine: &Engine) {
             tracing::warn!(key = %entry.key, error = %e, "the client registry entry was not written: holders of this client show as unregistered");
         }
     }
+}
+
+/// [`refresh`] in a task of its own, at most one at a time.
+pub(crate) fn refresh_in_background(engine: &Arc<Engine>) {
+    let Some(entry) = &engine.registry else {
+        return;
+    };
+    if entry.refreshing.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let engine = engine.clone();
+    tokio::spawn(async move {
+        refresh(&engine).await;
+        if let Some(entry) = &engine.registry {
+            entry.refreshing.store(false, Ordering::Release);
+        }
+    });
 }
 
 /// Keeps this client's entry alive (each watchdog cycle): a plain

@@ -81,6 +81,12 @@ pub(crate) async fn run(
             return;
         };
         last = Instant::now();
+        // The client's registry entry lives as long as a lock it holds
+        // would: refreshed on the cycle's timer, in a task of its own, so a
+        // slow or failing refresh never delays a renewal.
+        if !brought_forward {
+            crate::engine::registry::refresh_in_background(&engine);
+        }
         renew_all(&engine).await;
     }
 }
@@ -122,20 +128,13 @@ async fn renew_all_traced(engine: &Engine, span: &tracing::Span) {
         }
     }
     let mut renewals = futures::stream::iter(renewals).buffer_unordered(engine.writer_count());
-    let renewed = async {
-        let mut cycle = CycleStats::default();
-        while let Some(one) = renewals.next().await {
-            cycle.scripts += one.scripts;
-            cycle.renewed += one.renewed;
-            cycle.lost += one.lost;
-            cycle.failures += one.failures;
-        }
-        cycle
-    };
-    // The client's registry entry lives as long as a lock it holds would.
-    // Beside the renewals, never before them; the cycle counts once both
-    // are answered.
-    let (cycle, ()) = tokio::join!(renewed, crate::engine::registry::refresh(engine));
+    let mut cycle = CycleStats::default();
+    while let Some(one) = renewals.next().await {
+        cycle.scripts += one.scripts;
+        cycle.renewed += one.renewed;
+        cycle.lost += one.lost;
+        cycle.failures += one.failures;
+    }
     telemetry::renewed(
         span,
         locks,

@@ -28,9 +28,17 @@ pub struct TopArgs {
     /// Keys each SCAN call examines (see `ls --count`).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
     count: u32,
-    /// Time between refreshes.
+    /// Time between refreshes; at least three times the last scan's own
+    /// duration, so that a large keyspace is not scanned back to back.
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     interval: Duration,
+}
+
+/// The time to the next refresh: `--interval`, or three times what the last
+/// scan took if that is longer, so that `top` keeps Redis busy with its
+/// scans at most a quarter of the time, however large the keyspace.
+fn refresh_gap(interval: Duration, scan: Duration) -> Duration {
+    interval.max(scan.saturating_mul(3))
 }
 
 /// Events kept for the bottom panel.
@@ -59,17 +67,26 @@ struct View {
     error: Option<String>,
 }
 
+/// A holder as the events panel names it: its short id, and the client
+/// registry's `service@host` where its client registered.
+fn named(o: &ObjectSummary, h: &redisson_lock::Holder, role: &str) -> String {
+    match o.clients.get(&h.client_id) {
+        Some(Some(who)) => format!("{}{role} ({}@{})", short_holder(h), who.service, who.host),
+        _ => format!("{}{role}", short_holder(h)),
+    }
+}
+
 /// A holder's identity in one object: its field, and `write` for a writer.
 fn holder_keys(o: &ObjectSummary) -> Vec<(String, String)> {
     let mut keys: Vec<(String, String)> = o
         .holders
         .iter()
-        .map(|h| (format!("{}:{}", h.client_id, h.owner), short_holder(h)))
+        .map(|h| (format!("{}:{}", h.client_id, h.owner), named(o, h, "")))
         .collect();
     if let Some(w) = &o.writer {
         keys.push((
             format!("{}:{}:write", w.client_id, w.owner),
-            format!("{} (write)", short_holder(w)),
+            named(o, w, " (write)"),
         ));
     }
     keys
@@ -352,6 +369,7 @@ pub async fn top(cli: &Cli, args: &TopArgs) -> Result<u8, String> {
                     ),
                     Err(e) => view.error = Some(e.to_string()),
                 }
+                tick.reset_after(refresh_gap(args.interval, started.elapsed()));
             }
             key = keys.next() => match key {
                 Some(Ok(Event::Key(k))) if k.kind == KeyEventKind::Press => {
@@ -374,4 +392,21 @@ pub async fn top(cli: &Cli, args: &TopArgs) -> Result<u8, String> {
     ratatui::restore();
     client.shutdown().await;
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slow_scan_spaces_the_refreshes() {
+        let second = Duration::from_secs(1);
+        assert_eq!(refresh_gap(second, Duration::from_millis(20)), second);
+        // A keyspace that takes 800 ms to scan: refreshed every 2.4 s, not
+        // back to back.
+        assert_eq!(
+            refresh_gap(second, Duration::from_millis(800)),
+            Duration::from_millis(2400)
+        );
+    }
 }

@@ -51,8 +51,16 @@ async fn top_shows_contention_first_and_what_happens_and_quits_on_q() {
         .lease(Duration::from_secs(3))
         .await
         .unwrap();
-    tmux.until("the leased lock", |s| row(s, "top:leased").is_some())
-        .await;
+    // Its holder named as the client registry names it (this test binary
+    // on this host).
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let named = format!("@{})", host.trim());
+    tmux.until("the leased lock, its holder named", |s| {
+        row(s, "top:leased").is_some()
+            && s.lines()
+                .any(|l| l.contains("top:leased: acquired by") && l.contains(&named))
+    })
+    .await;
     let screen = tmux
         .until("the lease runs out", |s| s.contains("top:leased: LOST by"))
         .await;

@@ -13,6 +13,7 @@ pub enum Error {
     /// Returned when unlocking a lock that someone else holds, that expired, or
     /// that was already fully released.
     #[error("attempt to unlock lock `{name}`, not locked by owner `{field}`")]
+    #[non_exhaustive]
     NotHeld {
         /// Lock name.
         name: String,
@@ -26,6 +27,7 @@ pub enum Error {
     /// refusal (an `IllegalMonitorStateException` in Java). Nothing was
     /// changed: the hold count stays as it was.
     #[error("lock `{name}` is non-reentrant and already held by owner `{field}`")]
+    #[non_exhaustive]
     AlreadyHeld {
         /// Lock name.
         name: String,
@@ -35,6 +37,7 @@ pub enum Error {
     /// The guard's lock was lost (a renewal found it gone, or its lease ran out
     /// before a renewal was confirmed), so releasing it sent nothing to Redis.
     #[error("lock `{name}` was lost before it was released (lease expired or deleted)")]
+    #[non_exhaustive]
     LockLost {
         /// Lock name.
         name: String,
@@ -43,6 +46,7 @@ pub enum Error {
     /// (a string where a lock hash belongs, a hash where a semaphore's
     /// counter belongs). The key was left untouched.
     #[error("key `{name}` is not a {expected} (WRONGTYPE)")]
+    #[non_exhaustive]
     WrongType {
         /// The offending key.
         name: String,
@@ -67,6 +71,7 @@ pub enum Error {
     Timeout(Duration),
     /// The connection to Redis failed or is down.
     #[error("Redis connection error: {message}")]
+    #[non_exhaustive]
     Connection {
         /// What failed.
         message: String,
@@ -76,6 +81,7 @@ pub enum Error {
     },
     /// Redis refused the credentials.
     #[error("Redis authentication failed: {message}")]
+    #[non_exhaustive]
     Auth {
         /// The server's refusal.
         message: String,
@@ -85,6 +91,7 @@ pub enum Error {
     },
     /// Redis answered with an error, or with a reply the crate did not expect.
     #[error("Redis error: {message}")]
+    #[non_exhaustive]
     Redis {
         /// The error reply (`ERR ...`, `WRONGTYPE ...`) or what was unexpected.
         message: String,
@@ -96,6 +103,7 @@ pub enum Error {
     /// afterwards did not succeed either, so whether it ran is unknown. An
     /// acquire in this state expires on its own within one lease.
     #[error("outcome of `{operation}` on `{name}` is unknown: {cause}")]
+    #[non_exhaustive]
     OutcomeUnknown {
         /// What was sent (acquire, unlock, ...).
         operation: &'static str,
@@ -103,6 +111,10 @@ pub enum Error {
         name: String,
         /// Why it could not be resolved.
         cause: String,
+        /// The error that left the outcome unknown (a timeout, a lost
+        /// connection), as this one's [`source`](std::error::Error::source).
+        #[source]
+        source: Option<Box<Error>>,
     },
     /// Too few of the replicas a failover could promote confirmed a lock
     /// write within `slavesSyncTimeout` (Redisson's
@@ -111,6 +123,7 @@ pub enum Error {
     /// returned; an unlock or force-unlock did happen on the primary but may
     /// be lost if it fails over now.
     #[error("lock `{name}`: {operation} {}", not_synced_text(*acked, *required, *promotable, unsettled.as_deref()))]
+    #[non_exhaustive]
     ReplicasNotSynced {
         /// What was sent (acquire, unlock, force_unlock).
         operation: &'static str,
@@ -348,14 +361,15 @@ impl Error {
     /// script ... -READONLY ...`; the code is then the inner one. `None` for
     /// any other error.
     ///
-    /// ```
-    /// use redisson_lock::Error;
-    /// let refused = Error::Redis {
-    ///     message: "READONLY You can't write against a read only replica.".into(),
-    ///     source: None,
-    /// };
-    /// assert_eq!(refused.code(), Some("READONLY"));
-    /// assert!(refused.is_transient());
+    /// ```no_run
+    /// # async fn demo(lock: redisson_lock::RLock) {
+    /// match lock.lock().await {
+    ///     // A demoted primary refused the write: the failover is under way.
+    ///     Err(e) if e.code() == Some("READONLY") => assert!(e.is_transient()),
+    ///     Err(e) if e.code() == Some("NOPERM") => eprintln!("the ACL refused it: {e}"),
+    ///     _ => {}
+    /// }
+    /// # }
     /// ```
     pub fn code(&self) -> Option<&str> {
         let Error::Redis { message, .. } = self else {
@@ -420,6 +434,22 @@ impl Error {
 mod tests {
     use super::*;
     use fred::error::{Error as FredError, ErrorKind};
+
+    /// An unknown outcome keeps what caused it as its source, so a caller
+    /// (or an error reporter walking the chain) sees the timeout behind it.
+    #[test]
+    fn an_unknown_outcome_names_its_cause_as_its_source() {
+        let timeout = Error::Timeout(Duration::from_secs(1));
+        let unknown = Error::OutcomeUnknown {
+            operation: "acquire",
+            name: "orders:42".into(),
+            cause: format!("{timeout}; then the read back failed"),
+            source: Some(Box::new(timeout.clone())),
+        };
+        let source = std::error::Error::source(&unknown).expect("a source");
+        assert_eq!(source.to_string(), timeout.to_string());
+        assert!(unknown.is_outcome_unknown());
+    }
 
     /// fred's texts this crate relies on, pinned: a redirect refused under
     /// `max_redirections = 0` may be re-sent, a lost connection may not.

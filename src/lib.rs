@@ -76,7 +76,8 @@
 //! | `native-tls` | | TLS through native-tls (OpenSSL on Linux); wins when both kinds are on, as in fred |
 //! | `redisson-config` | | `Config::from_redisson_yaml` and `Config::from_redisson_json`: the config file of a Java service |
 //! | `metrics` | | acquire, wait, hold, renewal and loss figures through the [`metrics`](https://docs.rs/metrics) facade |
-//! | `fred-metrics`, `fred-tracing` | | fred's own latency metrics and per-command spans |
+//! | `blocking` | | `redisson_lock::blocking`: the same objects for synchronous code, on a runtime the client owns |
+//! | `fred-tracing` | | fred's per-command tracing spans |
 //!
 //! Without a TLS feature a `rediss://` address is refused rather than
 //! connected in plain text.

@@ -170,7 +170,7 @@ async fn bad_input_is_refused_and_touches_nothing() {
         wrong.wait_for(Duration::from_millis(10)).await.map(|_| ()),
     ] {
         assert!(
-            matches!(&result, Err(Error::WrongType { name, expected }) if name == "config" && *expected == "count-down latch"),
+            matches!(&result, Err(Error::WrongType { name, expected, .. }) if name == "config" && *expected == "count-down latch"),
             "{result:?}"
         );
     }

@@ -16,7 +16,9 @@ use redisson_lock::{Error, Lock, LockGuard, OwnerId, Unlocked};
 /// `result` is the refusal of a re-entry by `field` into `name`.
 fn refused<T: std::fmt::Debug>(result: redisson_lock::Result<T>, name: &str, field: &str) {
     match result {
-        Err(Error::AlreadyHeld { name: n, field: f }) => {
+        Err(Error::AlreadyHeld {
+            name: n, field: f, ..
+        }) => {
             assert_eq!((n.as_str(), f.as_str()), (name, field));
         }
         other => panic!("expected AlreadyHeld for {field} on {name}, got {other:?}"),

@@ -456,7 +456,7 @@ async fn bad_input_is_refused_and_touches_nothing() {
         jobs.available_permits().await.map(|_| ()),
     ] {
         assert!(
-            matches!(&result, Err(Error::WrongType { name, expected }) if name == "jobs" && *expected == "semaphore"),
+            matches!(&result, Err(Error::WrongType { name, expected, .. }) if name == "jobs" && *expected == "semaphore"),
             "{result:?}"
         );
     }

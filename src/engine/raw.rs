@@ -286,6 +286,7 @@ impl Held {
     /// Runs the closure `work` on this thread so that acquisitions of this
     /// lock name through this client's blocking API inside it re-enter with
     /// this hold's owner.
+    #[cfg(feature = "blocking")]
     pub(crate) fn scope_thread<R>(&self, work: impl FnOnce() -> R) -> R {
         crate::engine::reentry::enter_thread(
             self.engine.id.clone(),

@@ -60,6 +60,7 @@ pub(crate) fn enter<F: Future>(
     ENTERED.scope(Arc::new(entered), work)
 }
 
+#[cfg(feature = "blocking")]
 std::thread_local! {
     /// The holds the current thread runs inside of, for the blocking API
     /// (whose scopes are closures run on the caller's thread), innermost last.
@@ -69,6 +70,7 @@ std::thread_local! {
 /// Runs the closure `work` inside a scope of (`client_id`, `name`, `owner`)
 /// on this thread: futures made by [`with_thread_scopes`] while it runs
 /// re-enter that hold. The scope ends when `work` returns or unwinds.
+#[cfg(feature = "blocking")]
 pub(crate) fn enter_thread<R>(
     client_id: Arc<str>,
     name: Arc<str>,
@@ -93,6 +95,7 @@ pub(crate) fn enter_thread<R>(
 }
 
 /// `work` inside the scopes this thread is in ([`enter_thread`]), taken now.
+#[cfg(feature = "blocking")]
 pub(crate) fn with_thread_scopes<F: Future>(work: F) -> impl Future<Output = F::Output> {
     let entered = THREAD_ENTERED.with(|entered| entered.borrow().clone());
     ENTERED.scope(Arc::new(entered), work)

@@ -105,6 +105,7 @@ impl Request {
                     operation: target.operation,
                     name: target.name.to_string(),
                     cause: "its latch may have expired, so it cannot be replayed safely".into(),
+                    source: None,
                 });
             }
         }

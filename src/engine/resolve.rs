@@ -61,6 +61,7 @@ pub(crate) async fn unknown_acquire(
         operation: "acquire",
         name: call.lock.to_string(),
         cause: format!("{cause}; {e}"),
+        source: Some(Box::new(cause.clone())),
     };
     let (found, synced) = read_after_acquire(call)
         .await

@@ -57,11 +57,35 @@ async fn state(server: &RedisServer, name: &str) -> String {
     )
     .await;
     let pttl: i64 = raw.pttl(name).await.unwrap();
+    // Who listens on each waiter's own channel: a waiter with no subscriber
+    // cannot be woken by an unlock.
+    let mut channels = vec![];
+    for waiter in &queue {
+        channels.push(format!("redisson_lock__channel:{{{name}}}:{waiter}"));
+    }
+    let listening = if channels.is_empty() {
+        vec![]
+    } else {
+        let mut args = vec!["NUMSUB".to_string()];
+        args.extend(channels);
+        let command = fred::types::CustomCommand::new_static(
+            "PUBSUB",
+            fred::types::ClusterHash::Random,
+            false,
+        );
+        let reply: Vec<fred::types::Value> = raw.custom(command, args).await.unwrap();
+        reply
+            .iter()
+            .skip(1)
+            .step_by(2)
+            .map(|v| v.as_i64().unwrap_or(-1))
+            .collect()
+    };
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis();
-    format!("holder {holder:?} (pttl {pttl}), queue {queue:?}, deadlines {deadlines:?}, now {now}")
+    format!("holder {holder:?} (pttl {pttl}), queue {queue:?} (subscribers {listening:?}), deadlines {deadlines:?}, now {now}")
 }
 
 /// The lock's sole holder, as a field.
@@ -185,7 +209,7 @@ async fn java_and_rust_share_a_counter_through_a_fair_lock() {
         let java = JavaPeer::start(profile, version, &server.url(), 30_000).await;
         let rust = client(&server, Duration::from_secs(30)).await;
         let overlaps = Arc::new(AtomicUsize::new(0));
-        let java_run = java
+        let mut java_run = java
             .send("fcontend fair-counted 1 100 inside counter")
             .await;
         let rust_runs: Vec<_> = (0..2)
@@ -204,8 +228,14 @@ async fn java_and_rust_share_a_counter_through_a_fair_lock() {
             .collect();
         let all = futures::future::join_all(rust_runs);
         if tokio::time::timeout(HANG, all).await.is_err() {
+            // Whether the JVM contender is still waiting, or gave up (an
+            // error leaves its place in line until its deadline).
+            let jvm = match java_run.try_recv() {
+                Ok(reply) => format!("the JVM contender ended: {reply:?}"),
+                Err(_) => "the JVM contender is still running".to_string(),
+            };
             panic!(
-                "{version}: Rust contenders stuck; {}",
+                "{version}: Rust contenders stuck; {}; {jvm}",
                 state(&server, "fair-counted").await
             );
         }

@@ -164,6 +164,11 @@ async fn leader_of(lock: &RLock, holders: Vec<crate::lock::Holder>) -> Result<Op
 /// Being the leader: the hold of the election's lock. Lost signals are the
 /// lock's: a leadership that is lost (its lease ran out before a renewal was
 /// confirmed, or a renewal found the lock gone) is never believed.
+///
+/// A lost leadership may still be this client's on Redis: the watchdog keeps
+/// renewing it, as Redisson does, so that a leader winding down is not
+/// overlapped, and no other candidate is elected until it is dropped or
+/// resigned. Once told, let go.
 #[derive(Debug)]
 #[must_use = "dropping the leadership resigns at once"]
 pub struct Leadership {

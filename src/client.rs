@@ -130,7 +130,22 @@ impl RedissonClient {
     /// # Ok(()) }
     /// ```
     pub async fn audit(&self) -> Result<AuditReport> {
-        crate::audit::of_engine(&self.engine).await
+        crate::audit::of_engine(&self.engine, &crate::audit::AuditOptions::default()).await
+    }
+
+    /// As [`RedissonClient::audit`], with [`crate::audit::AuditOptions`]: a
+    /// lock name to check the ACL's key patterns against, another ACL user.
+    ///
+    /// # Errors
+    ///
+    /// As [`RedissonClient::audit`]; [`crate::Error::InvalidArgument`] for an empty
+    /// lock or user name.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`RedissonClient::audit`].
+    pub async fn audit_with(&self, options: &crate::audit::AuditOptions) -> Result<AuditReport> {
+        crate::audit::of_engine(&self.engine, options).await
     }
 
     /// This client's id: the `<client-id>` in its lock fields (Redisson's

@@ -107,6 +107,33 @@ fn user_flags(extra: &[&str]) -> Vec<String> {
     flags
 }
 
+/// The audit, as `locker` and for its locks, finds the documented rule
+/// enough: `permissions` ok everywhere (`expected` findings: each primary,
+/// each sentinel), or a warning for the optional `SCRIPT LOAD` only.
+async fn audit_passes(url: &str, expected: usize) {
+    use redisson_lock::audit::{AuditOptions, Severity};
+
+    let mut config = common::config(url, Duration::from_secs(1));
+    config.username = Some("locker".into());
+    config.password = Some("locker-pw".into());
+    let options = AuditOptions::new().lock_name("app:job");
+    let report = within("audit", redisson_lock::audit::audit_with(&config, &options))
+        .await
+        .unwrap();
+    let found: Vec<_> = report.rule("permissions").collect();
+    assert_eq!(found.len(), expected, "{found:#?}");
+    for f in found {
+        match f.severity {
+            Severity::Ok => {}
+            Severity::Warn => assert!(
+                f.evidence.contains(": refused SCRIPT LOAD (") && !f.evidence.contains("), "),
+                "{f:#?}"
+            ),
+            _ => panic!("{f:#?}"),
+        }
+    }
+}
+
 /// Locks, a renewal, a waiter woken by the unlock and a clean unsubscribe,
 /// as the `locker` user. Any refusal or unmet state is an `Err`.
 async fn scenario(
@@ -195,6 +222,7 @@ async fn the_cluster_acl_is_enough_and_each_addition_is_needed() {
         Box::pin(async move { common::topology::subscribers_on(owner, &channel, true).await })
     };
     scenario(&cluster.url(), true, subscribers).await.unwrap();
+    audit_passes(&cluster.url(), 3).await;
 
     // Take each addition away on every node: the same scenario must fail.
     for permission in REPLICATED_EXTRA {
@@ -245,6 +273,10 @@ async fn the_sentinel_acl_is_enough_and_each_addition_is_needed() {
         };
         let outcome = scenario(&sentinel.url(), false, subscribers).await;
         assert_eq!(outcome.is_ok(), works, "{extra:?}: {outcome:?}");
+        if works {
+            // One finding for the primary, one per sentinel.
+            audit_passes(&sentinel.url(), 4).await;
+        }
     }
     // The sentinels' view of the primary and its replicas is needed too.
     let flags = user_flags(REPLICATED_EXTRA);

@@ -17,7 +17,7 @@ use common::topology::until;
 use common::*;
 use fred::prelude::*;
 use parking_lot::Mutex;
-use redisson_lock::audit::{AuditReport, Fact, Finding, Severity};
+use redisson_lock::audit::{AuditOptions, AuditReport, Fact, Finding, Severity};
 use redisson_lock::RedissonClient;
 
 const WATCHDOG: Duration = Duration::from_secs(30);
@@ -340,8 +340,8 @@ async fn an_acl_user_without_publish_fails_permissions() {
     let f = only(&report, "permissions");
     assert_eq!(f.severity, Severity::Fail, "{report:#?}");
     assert!(
-        f.evidence
-            .contains("checked with each command's answer: refused PUBLISH"),
+        f.evidence.contains("checked with each command's answer")
+            && f.evidence.contains(": refused PUBLISH"),
         "{}",
         f.evidence
     );
@@ -398,6 +398,180 @@ async fn an_acl_user_without_publish_fails_permissions() {
         f.fix,
         "ACL SETUSER locker +script|load (docs/acl.md has the whole rule)"
     );
+}
+
+/// The documented rule of docs/acl.md (locks named `app:*`), whole.
+const LOCK_RULE: &[&str] = &[
+    "on",
+    ">pw",
+    "resetkeys",
+    "~app:*",
+    "~redisson_unlock_latch:*",
+    "~redisson_lock__channel:*",
+    "resetchannels",
+    "&redisson_lock__channel:*",
+    "-@all",
+    "+evalsha",
+    "+eval",
+    "+exists",
+    "+hexists",
+    "+hget",
+    "+hgetall",
+    "+hincrby",
+    "+pexpire",
+    "+pttl",
+    "+get",
+    "+set",
+    "+del",
+    "+type",
+    "+publish",
+    "+subscribe",
+    "+unsubscribe",
+    "+ping",
+    "+script|load",
+];
+
+fn fact(f: &Finding, name: &str) -> Fact {
+    f.facts
+        .get(name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no fact {name}: {f:?}"))
+}
+
+/// The permissions rule checks the keys a lock's scripts touch, and the
+/// commands they run, against one of the service's lock names; an
+/// administrator checks the service's user with `ACL DRYRUN`.
+#[tokio::test]
+async fn permissions_are_checked_against_a_lock_s_keys_and_for_another_user() {
+    if !channel_acls() {
+        // Redis 6.0: the documented rule needs channel patterns.
+        return;
+    }
+    let mut flags = user_flags("locker", LOCK_RULE);
+    // The same rule, with the locks' keys readable only (Redis 7 selectors).
+    let mut reader: Vec<&str> = LOCK_RULE
+        .iter()
+        .map(|p| if *p == "~app:*" { "%R~app:*" } else { p })
+        .collect();
+    reader[0] = "on";
+    flags.push("--user".into());
+    flags.push("reader".into());
+    flags.extend(reader.iter().map(|s| s.to_string()));
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let server = RedisServer::start_with(&flags).await;
+    let as_user = |user: &str| {
+        let mut config = common::config(&server.url(), WATCHDOG);
+        config.username = Some(user.into());
+        config.password = Some("pw".into());
+        config
+    };
+    let permissions = |config: redisson_lock::Config, options: AuditOptions| async move {
+        let report = within("audit", redisson_lock::audit::audit_with(&config, &options))
+            .await
+            .unwrap();
+        only(&report, "permissions")
+    };
+
+    // No lock name: the audit's own lock is outside `~app:*`, so the key
+    // patterns are said not to be checked; the commands are.
+    let f = permissions(as_user("locker"), AuditOptions::new()).await;
+    assert_eq!(f.severity, Severity::Ok, "{f:?}");
+    assert_eq!(fact(&f, "keys_checked"), Fact::Flag(false), "{f:?}");
+    assert!(
+        f.evidence.contains("key patterns not checked"),
+        "{}",
+        f.evidence
+    );
+    assert!(f.evidence.contains("HINCRBY"), "{}", f.evidence);
+
+    // One of the service's locks: every key and command allowed.
+    let f = permissions(
+        as_user("locker"),
+        AuditOptions::new().lock_name("app:orders"),
+    )
+    .await;
+    assert_eq!(f.severity, Severity::Ok, "{f:?}");
+    assert_eq!(fact(&f, "keys_checked"), Fact::Flag(true), "{f:?}");
+    assert!(
+        f.evidence
+            .contains("each command's answer on keys of lock app:orders"),
+        "{}",
+        f.evidence
+    );
+
+    // A lock outside the user's key patterns: every script would fail.
+    let f = permissions(
+        as_user("locker"),
+        AuditOptions::new().lock_name("billing:x"),
+    )
+    .await;
+    assert_eq!(f.severity, Severity::Fail, "{f:?}");
+    assert!(f.evidence.contains("refused EVALSHA ("), "{}", f.evidence);
+    assert!(
+        f.fix.starts_with("ACL SETUSER locker ~billing:x "),
+        "{}",
+        f.fix
+    );
+    // Nothing the probes sent changed the keyspace.
+    let raw = server.raw().await;
+    assert_eq!(raw.dbsize::<i64>().await.unwrap(), 0);
+
+    // Readable lock keys: the writes inside the scripts are refused.
+    let f = permissions(
+        as_user("reader"),
+        AuditOptions::new().lock_name("app:orders"),
+    )
+    .await;
+    assert_eq!(f.severity, Severity::Fail, "{f:?}");
+    for refused in ["HINCRBY (", "PEXPIRE ("] {
+        assert!(f.evidence.contains(refused), "{refused}: {}", f.evidence);
+    }
+    assert!(!f.evidence.contains("HGETALL ("), "{}", f.evidence);
+
+    // An administrator checks the service's users with ACL DRYRUN.
+    let admin = common::config(&server.url(), WATCHDOG);
+    let f = permissions(
+        admin.clone(),
+        AuditOptions::new()
+            .lock_name("app:orders")
+            .acl_user("locker"),
+    )
+    .await;
+    assert_eq!(f.severity, Severity::Ok, "{f:?}");
+    assert_eq!(fact(&f, "user"), Fact::Text("locker".into()));
+    assert!(
+        f.evidence.contains("checked with ACL DRYRUN"),
+        "{}",
+        f.evidence
+    );
+    let f = permissions(
+        admin.clone(),
+        AuditOptions::new()
+            .lock_name("app:orders")
+            .acl_user("reader"),
+    )
+    .await;
+    assert_eq!(f.severity, Severity::Fail, "{f:?}");
+    assert!(f.evidence.contains("HINCRBY ("), "{}", f.evidence);
+    // The service's user cannot run ACL DRYRUN: nothing is claimed.
+    let f = permissions(
+        as_user("locker"),
+        AuditOptions::new()
+            .lock_name("app:orders")
+            .acl_user("reader"),
+    )
+    .await;
+    assert_eq!(f.severity, Severity::Unknown, "{f:?}");
+    assert!(f.evidence.contains("ACL DRYRUN"), "{}", f.evidence);
+    // Bad input is a typed error, and nothing is sent.
+    let err = redisson_lock::audit::audit_with(&admin, &AuditOptions::new().lock_name(" "))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, redisson_lock::Error::InvalidArgument(_)),
+        "{err}"
+    );
+    assert_eq!(raw.dbsize::<i64>().await.unwrap(), 0);
 }
 
 /// A server started with `lines` in a config file of its own.

@@ -906,7 +906,7 @@ async fn sentinel_replies() {
         |proxies: &[Rewriter]| -> usize { proxies.iter().map(|p| p.replaced().len()).sum() };
     for (i, g) in garbage::every().into_iter().enumerate() {
         // The view's questions (MASTER, REPLICAS) and the audit's.
-        for sub in ["MASTER", "REPLICAS", "GET-MASTER-ADDR-BY-NAME", "SENTINELS"] {
+        for sub in ["MASTER", "REPLICAS", "SENTINELS", "MYID"] {
             let before = replaced(&proxies);
             for proxy in &proxies {
                 proxy.rewrite_every(command_on("SENTINEL", sub), g.clone());

@@ -19,6 +19,15 @@ pub struct AuditArgs {
     /// but ok).
     #[arg(long, value_enum, default_value = "fail", value_name = "SEVERITY")]
     fail_on: FailOn,
+    /// One of the service's lock names: the ACL's key patterns are checked
+    /// against its keys (the lock, its channel, its unlock latches).
+    #[arg(long, value_name = "NAME")]
+    lock: Option<String>,
+    /// Check this ACL user's permissions instead of the connecting user's
+    /// (with ACL DRYRUN: Redis 7 or Valkey, and +acl|dryrun for the
+    /// connecting user).
+    #[arg(long, value_name = "USER")]
+    acl_user: Option<String>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -43,7 +52,15 @@ const EXIT_UNREACHABLE: u8 = 2;
 
 pub async fn audit(cli: &Cli, args: &AuditArgs) -> Result<u8, String> {
     let config = settings(cli)?;
-    let report = match redisson_lock::audit::audit(&config).await {
+    let mut options = redisson_lock::audit::AuditOptions::new();
+    if let Some(lock) = &args.lock {
+        options = options.lock_name(lock);
+    }
+    if let Some(user) = &args.acl_user {
+        options = options.acl_user(user);
+    }
+    let report = match redisson_lock::audit::audit_with(&config, &options).await {
+        Err(e @ redisson_lock::Error::InvalidArgument(_)) => return Err(e.to_string()),
         Ok(report) => report,
         Err(e) => {
             eprintln!(

@@ -162,3 +162,68 @@ async fn an_unreachable_server_exits_2_and_says_what_to_check() {
     );
     assert!(out.stderr.contains("check the address"), "{}", out.stderr);
 }
+
+/// `--lock` checks the ACL's key patterns against one of the service's
+/// locks; `--acl-user` checks another user with ACL DRYRUN.
+#[tokio::test]
+async fn acl_user_and_lock_check_a_service_s_user_and_its_keys() {
+    if std::env::var("REDIS_SERVER_VERSION").is_ok_and(|v| v.starts_with("6.")) {
+        // Redis 6: no ACL DRYRUN, no channel patterns.
+        return;
+    }
+    let server = RedisServer::start_with(&[
+        "--appendonly",
+        "yes",
+        "--user",
+        "locker",
+        "on",
+        "nopass",
+        "~app:*",
+        "~redisson_unlock_latch:*",
+        "~redisson_lock__channel:*",
+        "&redisson_lock__channel:*",
+        "+@all",
+    ])
+    .await;
+    // The administrator's URL, the service's user and lock.
+    let out = run(
+        &server.url(),
+        &["audit", "--acl-user", "locker", "--lock", "app:orders"],
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let out = run(
+        &server.url(),
+        &[
+            "audit",
+            "--acl-user",
+            "locker",
+            "--lock",
+            "billing:x",
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    let report: Json = serde_json::from_str(&out.stdout).unwrap();
+    let permissions: Vec<&Json> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["rule"] == "permissions")
+        .collect();
+    assert_eq!(permissions.len(), 1, "{report}");
+    assert_eq!(permissions[0]["severity"], "fail");
+    assert_eq!(permissions[0]["facts"]["user"], "locker");
+    assert!(
+        permissions[0]["fix"]
+            .as_str()
+            .unwrap()
+            .starts_with("ACL SETUSER locker ~billing:x"),
+        "{report}"
+    );
+    // An empty name is an error of its own, not a finding.
+    let out = run(&server.url(), &["audit", "--lock", ""]).await;
+    assert_ne!(out.code, 0);
+    assert!(out.stderr.contains("lock name is empty"), "{}", out.stderr);
+}

@@ -388,21 +388,25 @@ async fn ask_sentinel(
         let (host, port) =
             split_addr(&addr).ok_or_else(|| Trouble::Unreachable(format!("bad address {addr}")))?;
         let link = Link::open(base, &host, port, true, limits).await?;
-        let (master, replicas, by_name, sentinels) = futures::join!(
+        // What the client asks each sentinel (topology/sentinel.rs).
+        let (master, replicas, sentinels, myid) = futures::join!(
             link.ask("SENTINEL", &["MASTER", service]),
             link.ask("SENTINEL", &["REPLICAS", service]),
-            link.ask("SENTINEL", &["GET-MASTER-ADDR-BY-NAME", service]),
             link.ask("SENTINEL", &["SENTINELS", service]),
+            link.ask("SENTINEL", &["MYID"]),
         );
         link.close().await;
         let mut refused = vec![];
         for (what, reply) in [
             ("SENTINEL REPLICAS", &replicas),
-            ("SENTINEL GET-MASTER-ADDR-BY-NAME", &by_name),
             ("SENTINEL SENTINELS", &sentinels),
+            ("SENTINEL MYID", &myid),
         ] {
-            if let Err(t @ Trouble::Refused(_)) = reply {
-                refused.push((what, t.to_string()));
+            match reply {
+                // (A sentinel older than 6.2 has no MYID: the client does without.)
+                Err(t) if what == "SENTINEL MYID" && !t.is_no_permission() => {}
+                Err(t @ Trouble::Refused(_)) => refused.push((what, t.to_string())),
+                _ => {}
             }
         }
         let master = match master {

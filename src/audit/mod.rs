@@ -19,9 +19,12 @@
 //! connections of its own built from the client's [`Config`] (credentials,
 //! TLS), every command bounded by [`Config::timeout`], all nodes at once. It
 //! only reads, except for harmless probes: `EVALSHA` of an unknown script,
-//! `EVAL "return 0"`, a `PUBLISH` of `0` on the channel of a lock named
-//! `redisson-lock-audit` (and the `WAIT` after it), a subscription to that
-//! channel on a connection that is then closed. What a server refuses to
+//! `EVAL "return 0"`, the commands the lock scripts run in forms that fail
+//! after the ACL let them through (`HINCRBY`, `PEXPIRE` and `SET` with a
+//! non-numeric argument, a `DEL` of a latch key no request uses), a
+//! `PUBLISH` of `0` on the channel of a lock named `redisson-lock-audit` (or
+//! of [`AuditOptions::lock_name`]; and the `WAIT` after it), a subscription
+//! to that channel on a connection that is then closed. What a server refuses to
 //! show (a managed service's renamed `CONFIG`) is a finding of severity
 //! [`Severity::Unknown`], and the audit goes on.
 //!
@@ -138,6 +141,48 @@ pub(crate) fn purpose(rule: &str) -> &'static str {
     }
 }
 
+/// What the audit checks beyond what it can find alone.
+///
+/// ```
+/// let options = redisson_lock::audit::AuditOptions::new()
+///     .lock_name("app:orders")
+///     .acl_user("orders-service");
+/// assert_eq!(options.lock_name.as_deref(), Some("app:orders"));
+/// ```
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct AuditOptions {
+    /// One of the service's lock names: the `permissions` rule checks the
+    /// ACL's key patterns against that lock's keys (the lock, its channel,
+    /// its unlock latches). Without it, key patterns are checked only as far
+    /// as they allow the audit's own lock `redisson-lock-audit`.
+    pub lock_name: Option<String>,
+    /// The ACL user to check instead of the connecting one, so that an
+    /// administrator can check a service's user. Needs `ACL DRYRUN` (Redis 7
+    /// or Valkey, and `+acl|dryrun` for the connecting user); without it the
+    /// `permissions` findings are unknown.
+    pub acl_user: Option<String>,
+}
+
+impl AuditOptions {
+    /// No lock name, the connecting user.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets [`AuditOptions::lock_name`].
+    pub fn lock_name(mut self, name: impl Into<String>) -> Self {
+        self.lock_name = Some(name.into());
+        self
+    }
+
+    /// Sets [`AuditOptions::acl_user`].
+    pub fn acl_user(mut self, user: impl Into<String>) -> Self {
+        self.acl_user = Some(user.into());
+        self
+    }
+}
+
 /// Audits the deployment `config` describes, connecting as a client with
 /// these settings would (address, ACL user, TLS), but without starting one.
 ///
@@ -161,19 +206,53 @@ pub(crate) fn purpose(rule: &str) -> &'static str {
 /// # Ok(()) }
 /// ```
 pub async fn audit(config: &Config) -> Result<AuditReport> {
+    audit_with(config, &AuditOptions::default()).await
+}
+
+/// As [`audit()`], with [`AuditOptions`]: a lock name to check the ACL's
+/// key patterns against, another ACL user to check.
+///
+/// # Errors
+///
+/// As [`audit()`]; [`Error::InvalidArgument`] for an empty lock or user name.
+///
+/// # Cancel safety
+///
+/// As [`audit()`].
+pub async fn audit_with(config: &Config, options: &AuditOptions) -> Result<AuditReport> {
     config.validate()?;
+    options.validate()?;
     let base = config.to_fred_config()?;
-    let run: futures::future::BoxFuture<'_, _> = Box::pin(run(config, &base, None, None));
+    let run: futures::future::BoxFuture<'_, _> = Box::pin(run(config, &base, None, None, options));
     run.await
+}
+
+impl AuditOptions {
+    fn validate(&self) -> Result<()> {
+        for (what, value) in [("lock name", &self.lock_name), ("ACL user", &self.acl_user)] {
+            if value.as_deref().is_some_and(|v| v.trim().is_empty()) {
+                return Err(Error::InvalidArgument(format!(
+                    "the audit's {what} is empty"
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The audit of the deployment a connected client talks to, through its
 /// discovery connection; its own holds are not counted as the fleet's.
-pub(crate) async fn of_engine(engine: &Engine) -> Result<AuditReport> {
+pub(crate) async fn of_engine(engine: &Engine, options: &AuditOptions) -> Result<AuditReport> {
+    options.validate()?;
     let config = &engine.config;
     let base = config.to_fred_config()?;
-    let run: futures::future::BoxFuture<'_, _> =
-        Box::pin(run(config, &base, Some(&engine.redis), Some(&engine.id)));
+    let run: futures::future::BoxFuture<'_, _> = Box::pin(run(
+        config,
+        &base,
+        Some(&engine.redis),
+        Some(&engine.id),
+        options,
+    ));
     run.await
 }
 
@@ -182,6 +261,7 @@ async fn run(
     base: &FredConfig,
     discovery: Option<&Client>,
     own_id: Option<&str>,
+    options: &AuditOptions,
 ) -> Result<AuditReport> {
     let started = Instant::now();
     let limits = Limits {
@@ -213,7 +293,7 @@ async fn run(
     let (waits, cluster, permissions, fleet, latency) = futures::join!(
         rules::replication::wait_command(&ctx),
         rules::cluster::check(&ctx),
-        rules::permissions::check(&ctx, base, limits),
+        rules::permissions::check(&ctx, base, limits, options),
         rules::fleet::check(&ctx),
         rules::latency::check(&ctx),
     );

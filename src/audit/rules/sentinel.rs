@@ -119,25 +119,42 @@ pub(crate) fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
             base.why("a dead primary is replaced before a renewed lock's lease runs out")
         });
 
-        // the sentinels' permissions
+        // the sentinels' permissions: what the client asks each sentinel
         let refused: Vec<String> = answer
             .refused
             .iter()
             .map(|(what, why)| format!("{what} ({why})"))
             .collect();
+        let vital = answer
+            .refused
+            .iter()
+            .any(|(what, _)| matches!(*what, "SENTINEL MASTER" | "SENTINEL REPLICAS"));
+        let grant: Vec<String> = answer
+            .refused
+            .iter()
+            .map(|(what, _)| format!("+{}", what.to_lowercase().replace(' ', "|")))
+            .collect();
         let base = Finding::new("permissions", Severity::Ok, target(addr))
             .fact("refused", refused.len() as u64);
         out.push(if refused.is_empty() {
-            base.evidence("SENTINEL MASTER, REPLICAS, GET-MASTER-ADDR-BY-NAME, SENTINELS answered")
-                .why("the client can ask each sentinel for the primary and its replicas")
-        } else {
+            base.evidence("SENTINEL MASTER, REPLICAS, SENTINELS, MYID answered")
+                .why("the client can ask each sentinel for the primary, its replicas and the other sentinels")
+        } else if vital {
             Finding {
                 severity: Severity::Fail,
                 ..base
             }
             .evidence(format!("refused: {}", refused.join(", ")))
             .why("the client reads the primary and its replicas from every sentinel: refused, every lock write fails")
-            .fix("give the user +sentinel|master +sentinel|replicas +sentinel|get-master-addr-by-name +sentinel|sentinels on the sentinels (docs/acl.md)")
+            .fix(format!("give the user {} on the sentinels (docs/acl.md)", grant.join(" ")))
+        } else {
+            Finding {
+                severity: Severity::Warn,
+                ..base
+            }
+            .evidence(format!("refused: {}", refused.join(", ")))
+            .why("without SENTINELS only the sentinels in the address are asked; without MYID two addresses of one sentinel vote twice")
+            .fix(format!("give the user {} on the sentinels (docs/acl.md)", grant.join(" ")))
         });
     }
 

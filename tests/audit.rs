@@ -23,8 +23,11 @@ use redisson_lock::RedissonClient;
 const WATCHDOG: Duration = Duration::from_secs(30);
 
 /// Every finding that is not ok, as (rule, severity), sorted.
-fn flagged(report: &AuditReport) -> Vec<(&'static str, Severity)> {
-    let mut out: Vec<_> = report.flagged().map(|f| (f.rule, f.severity)).collect();
+fn flagged(report: &AuditReport) -> Vec<(&str, Severity)> {
+    let mut out: Vec<_> = report
+        .flagged()
+        .map(|f| (f.rule.as_str(), f.severity))
+        .collect();
     out.sort();
     out
 }
@@ -58,8 +61,8 @@ const SINGLE_RULES: [&str; 8] = [
     "latency",
 ];
 
-fn rules(report: &AuditReport) -> Vec<&'static str> {
-    report.findings.iter().map(|f| f.rule).collect()
+fn rules(report: &AuditReport) -> Vec<&str> {
+    report.findings.iter().map(|f| f.rule.as_str()).collect()
 }
 
 async fn audited(server: &RedisServer) -> AuditReport {
@@ -348,13 +351,13 @@ async fn an_acl_user_without_publish_fails_permissions() {
     let failing_or_warned: Vec<_> = report
         .flagged()
         .filter(|f| f.severity != Severity::Unknown)
-        .map(|f| f.rule)
+        .map(|f| f.rule.as_str())
         .collect();
     assert_eq!(failing_or_warned, ["permissions"], "{report:#?}");
     let unknown: Vec<_> = report
         .flagged()
         .filter(|f| f.severity == Severity::Unknown)
-        .map(|f| f.rule)
+        .map(|f| f.rule.as_str())
         .collect();
     assert_eq!(
         unknown,

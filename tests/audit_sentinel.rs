@@ -13,8 +13,11 @@ use redisson_lock::RedissonClient;
 
 const WATCHDOG: Duration = Duration::from_secs(30);
 
-fn flagged(report: &AuditReport) -> Vec<(&'static str, Severity)> {
-    let mut out: Vec<_> = report.flagged().map(|f| (f.rule, f.severity)).collect();
+fn flagged(report: &AuditReport) -> Vec<(&str, Severity)> {
+    let mut out: Vec<_> = report
+        .flagged()
+        .map(|f| (f.rule.as_str(), f.severity))
+        .collect();
     out.sort();
     out
 }

@@ -37,6 +37,12 @@ async fn a_clean_server_exits_0_with_every_finding_ok() {
 
     let report = json(&server.url(), &["audit"]).await;
     assert_eq!(report["deployment"], "single");
+    // The JSON reads back as the library's report, and writes out the same.
+    let typed: redisson_lock::audit::AuditReport = serde_json::from_value(report.clone()).unwrap();
+    assert_eq!(report["schema"], 1);
+    assert_eq!(typed.schema, redisson_lock::audit::AuditReport::SCHEMA);
+    assert_eq!(typed.findings.len(), 8);
+    assert_eq!(serde_json::to_value(&typed).unwrap(), report);
     assert_eq!(report["summary"]["ok"], 8);
     let rules: Vec<&str> = report["findings"]
         .as_array()

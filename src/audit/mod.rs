@@ -305,11 +305,12 @@ async fn run(
     seen.close().await;
     let order = |rule: &str| RULES.iter().position(|r| *r == rule).unwrap_or(RULES.len());
     findings.sort_by(|a, b| {
-        order(a.rule)
-            .cmp(&order(b.rule))
+        order(&a.rule)
+            .cmp(&order(&b.rule))
             .then_with(|| a.target.cmp(&b.target))
     });
     let mut report = AuditReport {
+        schema: AuditReport::SCHEMA,
         address: crate::naming::redact_url(&config.address),
         deployment: seen.kind,
         watchdog_ms: config.lock_watchdog_timeout.as_millis() as u64,

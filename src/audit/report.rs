@@ -3,13 +3,13 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// How bad a finding is. Ordered from the least to the most serious, so
 /// the worst of a report is its `max()`: `Fail` above `Unknown` (what is
 /// known to be broken before what could not be looked at), `Unknown` above
 /// `Warn` (a check that did not run may hide a failure).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum Severity {
@@ -47,7 +47,7 @@ impl std::fmt::Display for Severity {
 /// A number or word the audit read, typed: what a health page or a script
 /// compares without parsing the evidence line. The unit is in the fact's
 /// name (`maxmemory_bytes`, `lag_ms`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 #[non_exhaustive]
 pub enum Fact {
@@ -91,12 +91,12 @@ impl From<String> for Fact {
 
 /// One thing the audit checked, on one node, sentinel or the deployment as
 /// a whole.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Finding {
     /// The rule, a stable kebab-case id (`eviction-policy`, `persistence`,
     /// ...; docs/operations.md lists them).
-    pub rule: &'static str,
+    pub rule: String,
     /// How bad it is.
     pub severity: Severity,
     /// What was looked at: `host:port` of a node, `sentinel host:port`, or
@@ -109,13 +109,13 @@ pub struct Finding {
     /// What to do about it, one line (empty when nothing needs doing).
     pub fix: String,
     /// The values read, typed.
-    pub facts: BTreeMap<&'static str, Fact>,
+    pub facts: BTreeMap<String, Fact>,
 }
 
 impl Finding {
     pub(crate) fn new(rule: &'static str, severity: Severity, target: impl Into<String>) -> Self {
         Finding {
-            rule,
+            rule: rule.to_string(),
             severity,
             target: target.into(),
             evidence: String::new(),
@@ -141,7 +141,7 @@ impl Finding {
     }
 
     pub(crate) fn fact(mut self, name: &'static str, value: impl Into<Fact>) -> Self {
-        self.facts.insert(name, value.into());
+        self.facts.insert(name.to_string(), value.into());
         self
     }
 
@@ -159,7 +159,7 @@ impl Finding {
 }
 
 /// The kind of deployment audited, from the address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
 pub enum DeploymentKind {
@@ -172,7 +172,7 @@ pub enum DeploymentKind {
 }
 
 /// How many findings of each severity.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Summary {
     /// Findings that are fine.
@@ -186,10 +186,23 @@ pub struct Summary {
 }
 
 /// What [`crate::RedissonClient::audit`] and [`crate::audit::audit`] found.
-/// Serializes to JSON as the CLI's `audit --json` prints it.
-#[derive(Debug, Clone, Serialize)]
+/// Serializes to JSON as the CLI's `audit --json` prints it, and reads back
+/// from it (fields a later schema adds are ignored).
+///
+/// ```
+/// # fn demo(json: &str) -> serde_json::Result<()> {
+/// use redisson_lock::audit::AuditReport;
+/// let report: AuditReport = serde_json::from_str(json)?;
+/// assert!(report.schema <= AuditReport::SCHEMA);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct AuditReport {
+    /// The shape of this report, [`AuditReport::SCHEMA`] when written: it
+    /// changes when a field changes meaning or goes away (a new field or
+    /// rule does not change it).
+    pub schema: u32,
     /// The address audited, any password hidden.
     pub address: String,
     /// Single server, cluster or Sentinel.
@@ -206,6 +219,9 @@ pub struct AuditReport {
 }
 
 impl AuditReport {
+    /// The schema this version writes.
+    pub const SCHEMA: u32 = 1;
+
     pub(crate) fn summarize(&mut self) {
         let mut summary = Summary::default();
         for f in &self.findings {

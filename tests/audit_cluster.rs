@@ -44,12 +44,32 @@ async fn a_cluster_primary_without_a_replica_fails() {
         ("replica-priority", 3),
         ("replication-lag", 3),
         ("cluster-replica-validity", 3),
+        ("cluster-node-timeout", 3),
         ("cluster-full-coverage", 1),
         ("sharded-pubsub", 1),
         ("permissions", 3),
         ("latency", 3),
     ] {
         assert_eq!(count(&report, rule), n, "{rule}: {report:#?}");
+    }
+
+    // cluster-node-timeout 1000 (tests/common): a failover starts 1.5 s
+    // after a primary dies at the earliest; a 2 s lease leaves TTLs down to
+    // 1.33 s, so the locks renewed longest ago would be lost.
+    let short = common::config(&cluster.url(), Duration::from_secs(2));
+    let report = within("audit", redisson_lock::audit::audit(&short))
+        .await
+        .unwrap();
+    let slow: Vec<_> = report.rule("cluster-node-timeout").collect();
+    assert_eq!(slow.len(), 3, "{report:#?}");
+    for f in slow {
+        assert_eq!(f.severity, Severity::Warn, "{f:#?}");
+        assert!(f.why.contains("some are lost"), "{}", f.why);
+        assert!(
+            f.evidence.starts_with("cluster-node-timeout 1000"),
+            "{}",
+            f.evidence
+        );
     }
 
     let primary = cluster.primaries().await[0];

@@ -153,6 +153,72 @@ async fn min_replicas_is_off_when_its_max_lag_is_zero() {
     client.shutdown().await;
 }
 
+/// `down-after-milliseconds` against the shortest TTL a watchdog lock has
+/// when the primary dies (2/3 of the lease, just before a renewal), and
+/// against the fleet's lease where other clients' holds show a shorter one.
+#[tokio::test]
+async fn down_after_is_judged_against_the_shortest_ttl_and_the_fleet_s_lease() {
+    let deployment = Sentinel::start().await;
+    for sentinel in &deployment.sentinels {
+        common::topology::on_node(
+            sentinel.port,
+            "SENTINEL",
+            vec![
+                "SET",
+                common::topology::SERVICE,
+                "down-after-milliseconds",
+                "20000",
+            ],
+        )
+        .await;
+    }
+    let judged = |lease_s: u64| {
+        let config = common::config(&deployment.url(), Duration::from_secs(lease_s));
+        async move {
+            let report = within("audit", redisson_lock::audit::audit(&config))
+                .await
+                .unwrap();
+            let found: Vec<_> = report.rule("sentinel-down-after").cloned().collect();
+            assert_eq!(found.len(), 3, "{report:#?}");
+            (found[0].clone(), report)
+        }
+    };
+    // 20 s against a 60 s lease (TTLs down to 40 s): replaced in time.
+    let (f, _) = judged(60).await;
+    assert_eq!(f.severity, Severity::Ok, "{f:#?}");
+    // Against 25 s (TTLs down to 16.7 s): the locks renewed longest ago are lost.
+    let (f, _) = judged(25).await;
+    assert_eq!(f.severity, Severity::Warn, "{f:#?}");
+    assert!(f.why.contains("some are lost"), "{}", f.why);
+    assert_eq!(
+        f.facts["shortest_ttl_ms"],
+        redisson_lock::audit::Fact::Number(16_666)
+    );
+    // Against 18 s: every one.
+    let (f, _) = judged(18).await;
+    assert_eq!(f.severity, Severity::Warn, "{f:#?}");
+    assert!(f.why.contains("all are lost"), "{}", f.why);
+
+    // Another client holds a lock renewed to 25 s: on a 60 s lease this
+    // client would be replaced in time, that client's locks would not.
+    let primary = deployment.primary.port;
+    let holder = "7f3c467f-0ca4-4344-a63d-5fab355a13f6:1";
+    common::topology::on_node(primary, "HSET", vec!["foreign-lock", holder, "1"]).await;
+    common::topology::on_node(primary, "PEXPIRE", vec!["foreign-lock", "25000"]).await;
+    let (f, report) = judged(60).await;
+    assert_eq!(f.severity, Severity::Warn, "{f:#?}");
+    assert!(
+        f.evidence.contains("the fleet's shortest lease"),
+        "{}",
+        f.evidence
+    );
+    assert_eq!(
+        report.rule("java-watchdog").next().unwrap().severity,
+        Severity::Warn,
+        "{report:#?}"
+    );
+}
+
 #[test]
 fn the_worst_severity_is_the_greatest() {
     let worst = [

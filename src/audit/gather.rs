@@ -139,6 +139,7 @@ fn settings_for(kind: DeploymentKind, role: Role) -> &'static [&'static str] {
             "min-replicas-to-write",
             "min-replicas-max-lag",
             "cluster-require-full-coverage",
+            "cluster-node-timeout",
         ],
         (DeploymentKind::Cluster, Role::Replica) => &[
             "cluster-replica-validity-factor",

@@ -79,6 +79,7 @@ pub const RULES: &[&str] = &[
     "sentinel-down-after",
     "sentinel-agreement",
     "cluster-replica-validity",
+    "cluster-node-timeout",
     "cluster-full-coverage",
     "sharded-pubsub",
     "permissions",
@@ -118,7 +119,12 @@ pub(crate) fn purpose(rule: &str) -> &'static str {
         "sentinel-quorum" => {
             "a quorum below the majority lets a minority of sentinels depose the primary"
         }
-        "sentinel-down-after" => "a failover slower than the lease loses every watchdog lock",
+        "sentinel-down-after" => {
+            "a failover slower than the shortest watchdog TTL (2/3 of the lease) loses locks"
+        }
+        "cluster-node-timeout" => {
+            "a failover slower than the shortest watchdog TTL (2/3 of the lease) loses locks"
+        }
         "sentinel-agreement" => {
             "sentinels that disagree on the primary hold lock confirmations back"
         }
@@ -273,10 +279,20 @@ async fn run(
         seen.close().await;
         return Err(e);
     }
+    // The fleet first: where other clients' holds show a shorter lease,
+    // the lease-based rules judge by it.
+    let (fleet, fleet_lease) = rules::fleet::check(&Ctx {
+        config,
+        seen: &seen,
+        own_id,
+        fleet_lease: None,
+    })
+    .await;
     let ctx = Ctx {
         config,
         seen: &seen,
         own_id,
+        fleet_lease,
     };
     let mut findings = vec![];
     if let Some(t) = &seen.discovery {
@@ -290,11 +306,10 @@ async fn run(
     rules::persistence::check(&ctx, &mut findings);
     rules::replication::check(&ctx, &mut findings);
     rules::sentinel::check(&ctx, &mut findings);
-    let (waits, cluster, permissions, fleet, latency) = futures::join!(
+    let (waits, cluster, permissions, latency) = futures::join!(
         rules::replication::wait_command(&ctx),
         rules::cluster::check(&ctx),
         rules::permissions::check(&ctx, base, limits, options),
-        rules::fleet::check(&ctx),
         rules::latency::check(&ctx),
     );
     findings.extend(waits);

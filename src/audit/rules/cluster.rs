@@ -1,5 +1,6 @@
-//! Cluster: `cluster-replica-validity`, `cluster-full-coverage`,
-//! `sharded-pubsub`. (`replicas` per primary is in `replication`.)
+//! Cluster: `cluster-replica-validity`, `cluster-node-timeout`,
+//! `cluster-full-coverage`, `sharded-pubsub`. (`replicas` per primary is in
+//! `replication`.)
 
 use super::Ctx;
 use crate::audit::gather::Role;
@@ -30,6 +31,32 @@ pub(crate) async fn check(ctx: &Ctx<'_>) -> Vec<Finding> {
                 } else {
                     base.why("a replica too long out of touch is not promoted, so a failover does not go back far in time")
                 }
+            }
+        });
+    }
+
+    // cluster-node-timeout: a replica starts its election once its primary
+    // is marked failed, which takes the node timeout, then waits at least
+    // 500 ms more (clusterHandleSlaveFailover's fixed delay).
+    for node in ctx.seen.primaries() {
+        let target = node.addr.as_str();
+        out.push(match node.setting("cluster-node-timeout") {
+            Err(t) => Finding::unknown("cluster-node-timeout", target, format!("CONFIG GET {t}")),
+            Ok(v) => {
+                let timeout: u64 = v.parse().unwrap_or(15_000);
+                let shortest = ctx.lease() * 2 / 3;
+                super::failover_against_lease(
+                    ctx,
+                    "cluster-node-timeout",
+                    target,
+                    format!("cluster-node-timeout {timeout}, then an election delay of at least 500 ms"),
+                    std::time::Duration::from_millis(timeout + 500),
+                    format!(
+                        "CONFIG SET cluster-node-timeout well below {} ms on every node, or raise lockWatchdogTimeout",
+                        shortest.as_millis().saturating_sub(500)
+                    ),
+                )
+                .fact("node_timeout_ms", timeout)
             }
         });
     }

@@ -69,13 +69,16 @@ struct Sample {
     hashes: u64,
 }
 
-pub(crate) async fn check(ctx: &Ctx<'_>) -> Vec<Finding> {
+/// The findings, and the shortest lease other clients' holds show where
+/// it is surely shorter than this client's (the lease-based rules judge by
+/// it: those locks expire first).
+pub(crate) async fn check(ctx: &Ctx<'_>) -> (Vec<Finding>, Option<Duration>) {
     let primaries: Vec<_> = ctx.seen.primaries().collect();
     let mut total = Sample::default();
     for node in primaries {
         let link = match &node.link {
             Ok(link) => link,
-            Err(t) => return unknown_both(&node.addr, t),
+            Err(t) => return (unknown_both(&node.addr, t), None),
         };
         match sample(link, ctx.own_id).await {
             Ok(s) => {
@@ -87,10 +90,11 @@ pub(crate) async fn check(ctx: &Ctx<'_>) -> Vec<Finding> {
                     entry.1 = entry.1.max(ttl);
                 }
             }
-            Err(t) => return unknown_both(&node.addr, &t),
+            Err(t) => return (unknown_both(&node.addr, &t), None),
         }
     }
-    vec![watchdog(ctx, &total), fields(&total)]
+    let (finding, shorter) = watchdog(ctx, &total);
+    (vec![finding, fields(&total)], shorter)
 }
 
 fn unknown_both(target: &str, t: &Trouble) -> Vec<Finding> {
@@ -167,19 +171,20 @@ async fn sample(link: &Link, own_id: Option<&str>) -> Result<Sample, Trouble> {
     Ok(out)
 }
 
-fn watchdog(ctx: &Ctx<'_>, sample: &Sample) -> Finding {
-    let ours = ctx.lease();
+fn watchdog(ctx: &Ctx<'_>, sample: &Sample) -> (Finding, Option<Duration>) {
+    let ours = ctx.own_lease();
     let base = Finding::new("java-watchdog", Severity::Ok, "deployment")
         .fact("watchdog_ms", ours.as_millis() as u64)
         .fact("holding_clients", sample.clients.len() as u64);
     if sample.clients.is_empty() {
-        return base
+        let finding = base
             .evidence(format!(
                 "no lock held by another client (of {} lock hash(es) read): nothing to compare with lockWatchdogTimeout {}",
                 sample.hashes,
                 secs(ours)
             ))
             .why("the fleet's watchdog shows in the TTLs of the locks it holds; run the audit while the JVM services hold locks");
+        return (finding, None);
     }
     // A watchdog lock is renewed every third of its lease back to the
     // whole lease, so its TTL lies in (2/3 W, W]: W is in [ttl, 1.5 ttl].
@@ -187,6 +192,8 @@ fn watchdog(ctx: &Ctx<'_>, sample: &Sample) -> Finding {
     let mut odd = vec![];
     let mut seen = vec![];
     let mut longest = 0u64;
+    // The least a surely shorter lease can be: its holds' longest TTL.
+    let mut shorter: Option<Duration> = None;
     for (client, (locks, ttl)) in &sample.clients {
         let low = Duration::from_millis(*ttl);
         let high = Duration::from_millis(ttl.saturating_mul(3) / 2);
@@ -198,6 +205,9 @@ fn watchdog(ctx: &Ctx<'_>, sample: &Sample) -> Finding {
             secs(low),
             secs(high)
         );
+        if ours > high + slack {
+            shorter = Some(shorter.map_or(low, |s| s.min(low)));
+        }
         if ours + slack < low || ours > high + slack {
             odd.push(line);
         } else {
@@ -206,11 +216,12 @@ fn watchdog(ctx: &Ctx<'_>, sample: &Sample) -> Finding {
     }
     let base = base.fact("longest_ttl_ms", longest);
     if odd.is_empty() {
-        return base
+        let finding = base
             .evidence(format!("{}; this client {}", seen.join("; "), secs(ours)))
             .why("the holders' TTLs fit this client's lockWatchdogTimeout");
+        return (finding, None);
     }
-    Finding {
+    let finding = Finding {
         severity: Severity::Warn,
         ..base
     }
@@ -220,7 +231,8 @@ fn watchdog(ctx: &Ctx<'_>, sample: &Sample) -> Finding {
         secs(ours)
     ))
     .why("leases differ across the fleet: a read-write lock's hash is renewed by each reader to its own lease, so a shorter one can let it expire under a holder that counts on a longer one")
-    .fix("use the JVM fleet's lockWatchdogTimeout (Config::lock_watchdog_timeout, --watchdog-timeout); a lock taken with an explicit lease also shows here")
+    .fix("use the JVM fleet's lockWatchdogTimeout (Config::lock_watchdog_timeout, --watchdog-timeout); a lock taken with an explicit lease also shows here");
+    (finding, shorter)
 }
 
 fn fields(sample: &Sample) -> Finding {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::{secs, Ctx};
+use super::Ctx;
 use crate::audit::report::{DeploymentKind, Finding, Severity};
 
 fn target(addr: &str) -> String {
@@ -96,28 +96,22 @@ pub(crate) fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
 
         // sentinel-down-after
         let down_after = answer.number("down-after-milliseconds").unwrap_or(0);
-        let lease = ctx.lease();
-        let base = Finding::new("sentinel-down-after", Severity::Ok, target(addr))
-            .fact("down_after_ms", down_after)
-            .fact("lease_ms", lease.as_millis() as u64)
-            .evidence(format!(
-                "down-after-milliseconds {down_after} against a watchdog lease of {}",
-                secs(lease)
-            ));
-        out.push(if Duration::from_millis(down_after) >= lease {
-            Finding {
-                severity: Severity::Warn,
-                ..base
-            }
-            .why("a dead primary is replaced only after the lease has run out: every watchdog lock is lost (holders told) before a new primary takes writes")
-            .fix(format!(
-                "SENTINEL SET {} down-after-milliseconds below {} ms, or raise lockWatchdogTimeout",
-                ctx.seen.service,
-                lease.as_millis()
-            ))
-        } else {
-            base.why("a dead primary is replaced before a renewed lock's lease runs out")
-        });
+        let shortest = ctx.lease() * 2 / 3;
+        out.push(
+            super::failover_against_lease(
+                ctx,
+                "sentinel-down-after",
+                &target(addr),
+                format!("down-after-milliseconds {down_after}"),
+                Duration::from_millis(down_after),
+                format!(
+                    "SENTINEL SET {} down-after-milliseconds well below {} ms, or raise lockWatchdogTimeout",
+                    ctx.seen.service,
+                    shortest.as_millis()
+                ),
+            )
+            .fact("down_after_ms", down_after),
+        );
 
         // the sentinels' permissions: what the client asks each sentinel
         let refused: Vec<String> = answer

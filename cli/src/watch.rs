@@ -1,22 +1,25 @@
-//! `watch`: print a lock's channel messages as they arrive.
+//! `watch`: print an object's channel messages as they arrive, through the
+//! library's `ChannelWatch` (a connection of its own that follows a
+//! Sentinel failover and resubscribes after a reconnection).
 
-use std::time::SystemTime;
+use std::collections::HashSet;
+use std::time::{Duration, SystemTime};
 
-use fred::interfaces::{ClientLike, EventInterface, PubsubInterface};
-use fred::types::config::ReconnectPolicy;
-use fred::types::Builder;
+use redisson_lock::inspect::{ChannelWatch, Watched};
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::{connect_read_only, settings, Cli};
+use crate::{connect_read_only, Cli};
 
 #[derive(clap::Args)]
 pub struct Args {
     /// The object's name.
     name: String,
-    /// What it is, so its own channel is watched. `auto` reads its keys; an
+    /// What it is, so its own channels are watched. `auto` reads its keys; an
     /// integer string that may be a semaphore or a latch is watched on both
-    /// channels. A fair lock's waiters each listen on a channel of their
-    /// own, not watched here.
+    /// channels. A lock is also watched on its fair waiters' channels (each
+    /// fair waiter listens on one of its own): by pattern with classic
+    /// pub/sub; with sharded pub/sub, those of the waiters in line, read
+    /// every second (`fair`, or `auto` on a fair lock).
     #[arg(long, value_enum, default_value = "auto")]
     kind: Kind,
     /// Print one JSON object per message (`time`, `channel`, `message`, `meaning`).
@@ -28,6 +31,7 @@ pub struct Args {
 enum Kind {
     Auto,
     Lock,
+    Fair,
     ReadWrite,
     Semaphore,
     Latch,
@@ -61,69 +65,135 @@ impl Meaning {
     }
 }
 
+/// A fair lock's waiters: each listens on `<lock channel>:<its field>`.
+struct FairWaiters {
+    lock: redisson_lock::RFairLock,
+    /// `<lock channel>:`
+    prefix: String,
+    /// Sharded pub/sub: the waiters' channels subscribed so far.
+    subscribed: HashSet<String>,
+}
+
+impl FairWaiters {
+    fn meaning(&self, channel: &str, payload: &str) -> Option<String> {
+        let field = channel.strip_prefix(&self.prefix)?;
+        Some(match payload {
+            "0" => format!("unlocked: {field}, first in line, is told"),
+            _ => "unknown message".into(),
+        })
+    }
+
+    /// Sharded pub/sub has no patterns: subscribe to the channel of each
+    /// waiter in line now.
+    async fn follow_queue(&mut self, watch: &ChannelWatch) -> Result<(), String> {
+        let queue = self.lock.queue().await.map_err(|e| e.to_string())?;
+        for field in queue {
+            let channel = format!("{}{field}", self.prefix);
+            if self.subscribed.insert(channel.clone()) {
+                watch.subscribe(&channel).await.map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `*`, `?`, `[`, `]` and `\` matched as themselves in a `PSUBSCRIBE` pattern.
+fn glob_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 pub async fn watch(cli: &Cli, args: &Args) -> Result<u8, String> {
     // The client tells the object's kind, its channels and the pub/sub
-    // flavour.
+    // flavour; the watch is a connection of its own beside it.
     let client = connect_read_only(cli).await?;
-    let channels = channels(&client, args).await;
-    let sharded = client.sharded_pubsub();
+    let outcome = watch_with(&client, args).await;
     client.shutdown().await;
-    let channels = channels?;
+    outcome
+}
 
-    let config = settings(cli)?.__fred_config().map_err(|e| e.to_string())?;
-    let subscriber = Builder::from_config(config)
-        .with_performance_config(|p| p.broadcast_channel_capacity = 4096)
-        .set_policy(ReconnectPolicy::new_exponential(0, 100, 5_000, 2))
-        .build_subscriber_client()
-        .map_err(|e| e.to_string())?;
-    subscriber.init().await.map_err(|e| e.to_string())?;
-    // Resubscribe after a reconnect.
-    let _resubscriber = subscriber.manage_subscriptions();
-    let mut messages = subscriber.message_rx();
+async fn watch_with(client: &redisson_lock::RedissonClient, args: &Args) -> Result<u8, String> {
+    let (channels, fair) = channels(client, args).await?;
+    let mut watch = client.watch_channels().await.map_err(|e| e.to_string())?;
     for (channel, _) in &channels {
-        if sharded {
-            subscriber.ssubscribe(channel).await
-        } else {
-            subscriber.subscribe(channel).await
-        }
-        .map_err(|e| e.to_string())?;
+        watch.subscribe(channel).await.map_err(|e| e.to_string())?;
     }
-    let names: Vec<&str> = channels.iter().map(|(c, _)| c.as_str()).collect();
+    let mut names: Vec<String> = channels.iter().map(|(c, _)| c.clone()).collect();
+    let mut fair = match fair {
+        Some(lock) => {
+            let prefix = format!("{}:", redisson_lock::naming::channel_name(lock.name()));
+            let mut waiters = FairWaiters {
+                lock,
+                prefix,
+                subscribed: HashSet::new(),
+            };
+            if watch.is_sharded() {
+                waiters.follow_queue(&watch).await?;
+                names.push(format!("{}<waiter> (those in line)", waiters.prefix));
+            } else {
+                let pattern = format!("{}*", glob_escape(&waiters.prefix));
+                watch
+                    .subscribe_pattern(&pattern)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                names.push(format!("{}<waiter>", waiters.prefix));
+            }
+            Some(waiters)
+        }
+        None => None,
+    };
     eprintln!("watching {} (Ctrl-C to stop)", names.join(" and "));
     let mut interrupt = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
     let mut terminate = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+    let mut queue_reads = tokio::time::interval(Duration::from_secs(1));
+    let follow_queue = fair.is_some() && watch.is_sharded();
     loop {
         tokio::select! {
-            message = messages.recv() => match message {
-                Ok(m) => {
-                    let payload = m.value.as_string().unwrap_or_default();
+            message = watch.next() => match message {
+                Some(Watched::Message(m)) => {
                     let meaning = channels
                         .iter()
-                        .find(|(c, _)| *c == *m.channel)
-                        .map_or_else(|| "unknown message".to_string(), |(_, kind)| kind.of(&payload));
+                        .find(|(c, _)| *c == m.channel)
+                        .map(|(_, kind)| kind.of(&m.payload))
+                        .or_else(|| fair.as_ref().and_then(|f| f.meaning(&m.channel, &m.payload)))
+                        .unwrap_or_else(|| "unknown message".to_string());
                     let time = humantime::format_rfc3339_millis(SystemTime::now());
                     if args.json {
                         let line = serde_json::json!({
                             "time": time.to_string(),
-                            "channel": m.channel.to_string(),
-                            "message": payload,
+                            "channel": m.channel,
+                            "message": m.payload,
                             "meaning": meaning,
                         });
                         println!("{line}");
                     } else {
-                        println!("{time} {} {payload} ({meaning})", m.channel);
+                        println!("{time} {} {} ({meaning})", m.channel, m.payload);
                     }
                 }
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                Some(Watched::Missed(n)) => {
                     eprintln!("redisson-lock: {n} messages dropped (too slow)");
                 }
-                Err(_) => return Err("connection closed".into()),
+                Some(_) => {}
+                None => return Err("connection closed".into()),
             },
+            _ = queue_reads.tick(), if follow_queue => {
+                if let Some(waiters) = fair.as_mut() {
+                    if let Err(e) = waiters.follow_queue(&watch).await {
+                        eprintln!("redisson-lock: reading the fair queue: {e}");
+                    }
+                }
+            }
             _ = interrupt.recv() => break,
             _ = terminate.recv() => break,
         }
     }
-    let _ = subscriber.quit().await;
+    watch.close().await;
     Ok(0)
 }
 
@@ -132,39 +202,46 @@ pub async fn watch(cli: &Cli, args: &Args) -> Result<u8, String> {
 async fn channels(
     client: &redisson_lock::RedissonClient,
     args: &Args,
-) -> Result<Vec<(String, Meaning)>, String> {
+) -> Result<(Vec<(String, Meaning)>, Option<redisson_lock::RFairLock>), String> {
     use redisson_lock::inspect::ObjectKind;
     let text = |e: redisson_lock::Error| e.to_string();
     let name = &args.name;
-    let kind = match args.kind {
+    let kinds = match args.kind {
         Kind::Auto => match client.inspect(name).await.map_err(text)?.kind() {
             ObjectKind::ReadWriteLock => vec![Kind::ReadWrite],
             ObjectKind::Semaphore | ObjectKind::ExpirableSemaphore => vec![Kind::Semaphore],
             ObjectKind::CountDownLatch => vec![Kind::Latch],
             ObjectKind::Counter => vec![Kind::Semaphore, Kind::Latch],
+            ObjectKind::FairLock => vec![Kind::Fair],
             _ => vec![Kind::Lock],
         },
         kind => vec![kind],
     };
-    kind.into_iter()
-        .map(|kind| {
-            Ok(match kind {
-                Kind::ReadWrite => (
-                    client.read_write_lock(name).map_err(text)?.channel(),
-                    Meaning::ReadWrite,
-                ),
-                Kind::Semaphore => (
-                    client.semaphore(name).map_err(text)?.channel(),
-                    Meaning::Semaphore,
-                ),
-                Kind::Latch => (
-                    client.count_down_latch(name).map_err(text)?.channel(),
-                    Meaning::Latch,
-                ),
-                Kind::Auto | Kind::Lock => {
-                    (client.lock(name).map_err(text)?.channel(), Meaning::Lock)
+    let mut fair = None;
+    let mut channels = vec![];
+    for kind in kinds {
+        channels.push(match kind {
+            Kind::ReadWrite => (
+                client.read_write_lock(name).map_err(text)?.channel(),
+                Meaning::ReadWrite,
+            ),
+            Kind::Semaphore => (
+                client.semaphore(name).map_err(text)?.channel(),
+                Meaning::Semaphore,
+            ),
+            Kind::Latch => (
+                client.count_down_latch(name).map_err(text)?.channel(),
+                Meaning::Latch,
+            ),
+            Kind::Auto | Kind::Lock | Kind::Fair => {
+                // A lock not known to be fair may become one's name for
+                // its waiters: with classic pub/sub a pattern costs nothing.
+                if kind == Kind::Fair || !client.sharded_pubsub() {
+                    fair = Some(client.fair_lock(name).map_err(text)?);
                 }
-            })
-        })
-        .collect()
+                (client.lock(name).map_err(text)?.channel(), Meaning::Lock)
+            }
+        });
+    }
+    Ok((channels, fair))
 }

@@ -827,6 +827,73 @@ async fn watch_json_prints_one_object_per_message() {
     );
 }
 
+/// A fair lock tells only its first waiter, on that waiter's own channel:
+/// `watch` hears it there (a pattern, with classic pub/sub).
+#[tokio::test]
+async fn watch_hears_a_fair_lock_tell_its_first_waiter() {
+    let server = RedisServer::start().await;
+    let raw = server.raw().await;
+    let holder = client(&server, Duration::from_secs(30)).await;
+    let other = client(&server, Duration::from_secs(30)).await;
+    let guard = holder.fair_lock("w-fair").unwrap().lock().await.unwrap();
+    let waiting = other.fair_lock("w-fair").unwrap();
+    let waiter = tokio::spawn(async move { waiting.lock().await });
+    let queued = holder.fair_lock("w-fair").unwrap();
+    common::topology::until("the waiter in line", || async {
+        queued.queue().await.unwrap().len() == 1
+    })
+    .await;
+    let first = queued.queue().await.unwrap().remove(0);
+    let mut cmd = cli(&server.url());
+    cmd.args(["watch", "w-fair", "--json"]);
+    let mut child = cmd.spawn().unwrap();
+    let numpat = || async {
+        let command = fred::types::CustomCommand::new_static(
+            "PUBSUB",
+            fred::types::ClusterHash::FirstKey,
+            false,
+        );
+        raw.custom::<i64, &str>(command, vec!["NUMPAT"])
+            .await
+            .unwrap()
+    };
+    common::topology::until("watch subscribed to the waiters' channels", || async {
+        numpat().await == 1
+    })
+    .await;
+    guard.unlock().await.unwrap();
+    let taken = within("the waiter", waiter).await.unwrap().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = within("message printed", stdout.next_line())
+        .await
+        .unwrap()
+        .unwrap();
+    let message: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(
+        message["channel"],
+        format!("redisson_lock__channel:{{w-fair}}:{first}"),
+        "{line}"
+    );
+    assert_eq!(message["message"], "0");
+    assert!(
+        message["meaning"]
+            .as_str()
+            .unwrap()
+            .contains("first in line, is told"),
+        "{line}"
+    );
+    taken.unlock().await.unwrap();
+    unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGINT) };
+    assert_eq!(
+        within("watch exits", child.wait()).await.unwrap().code(),
+        Some(0)
+    );
+    // Its connection is gone with it.
+    common::topology::until("the pattern unsubscribed", || async { numpat().await == 0 }).await;
+    holder.shutdown().await;
+    other.shutdown().await;
+}
+
 /// `watch` reads what the object is and listens where its waiters do: a
 /// read-write lock, a semaphore and a latch each on their own channel.
 #[tokio::test]

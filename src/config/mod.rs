@@ -284,10 +284,11 @@ impl Config {
         }
     }
 
-    /// Not part of the API (it names the Redis library's types, which may
-    /// change in any release): the settings the redisson-lock CLI builds its
-    /// own subscriber from.
+    /// Not part of the API (it names the Redis library's types, and exists
+    /// only with the project's own `__testkit` feature): the settings the
+    /// project's tests open connections of their own with.
     #[doc(hidden)]
+    #[cfg(feature = "__testkit")]
     pub fn __fred_config(&self) -> Result<fred::types::config::Config> {
         self.to_fred_config()
     }

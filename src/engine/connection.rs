@@ -58,7 +58,7 @@ impl Engine {
         } else {
             vec![redis.clone()]
         };
-        let subscriber = builder(&config, data, 3)
+        let subscriber = builder(&config, data.clone(), 3)
             .build_subscriber_client()
             .map_err(|e| config_error(&config, &e))?;
         topology.follow(&redis).await;
@@ -161,6 +161,7 @@ impl Engine {
             stats: watch::Sender::new(WatchdogStats::default()),
             lifecycle: lifecycle.clone(),
             registry,
+            data,
         });
         tokio::spawn(watchdog::run(
             Arc::downgrade(&engine),
@@ -168,6 +169,38 @@ impl Engine {
             topology.changes(),
         ));
         Ok(engine)
+    }
+}
+
+impl Engine {
+    /// A subscriber connection of its own, built as the waiters' is
+    /// (credentials, TLS, reconnects) and on Sentinel following the primary
+    /// the view names; its subscriptions come back after a reconnection.
+    /// Give it back with [`Engine::drop_subscriber`].
+    pub(crate) async fn extra_subscriber(&self) -> Result<fred::clients::SubscriberClient> {
+        self.ensure_open()?;
+        let subscriber = builder(&self.config, self.data.clone(), 3)
+            .build_subscriber_client()
+            .map_err(|e| config_error(&self.config, &e))?;
+        let topology = self.replica_sync.topology();
+        topology.follow_subscriber(&subscriber).await;
+        let limit = self.config.connect_timeout + self.config.timeout;
+        match tokio::time::timeout(limit, subscriber.init()).await {
+            Ok(Ok(_)) => Ok(subscriber),
+            outcome => {
+                self.drop_subscriber(&subscriber).await;
+                Err(match outcome {
+                    Ok(Err(e)) => Error::from_redis(&e, limit),
+                    _ => Error::Timeout(limit),
+                })
+            }
+        }
+    }
+
+    /// Closes a connection [`Engine::extra_subscriber`] opened.
+    pub(crate) async fn drop_subscriber(&self, subscriber: &fred::clients::SubscriberClient) {
+        self.replica_sync.topology().unfollow(subscriber.id());
+        let _ = tokio::time::timeout(self.config.timeout, subscriber.quit()).await;
     }
 }
 

@@ -137,6 +137,9 @@ pub(crate) struct Engine {
     pub(crate) lifecycle: Arc<Lifecycle>,
     /// This client's registry entry (`None`: the registry is off).
     pub(crate) registry: Option<registry::Entry>,
+    /// The data connections' settings (on Sentinel, pointed at the primary
+    /// the view names), for connections opened later (`extra_subscriber`).
+    pub(crate) data: fred::types::config::Config,
 }
 
 impl Engine {

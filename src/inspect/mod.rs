@@ -48,6 +48,7 @@
 //! # Ok(()) }
 //! ```
 
+mod channels;
 mod clients;
 mod glob;
 mod keys;
@@ -59,6 +60,8 @@ mod wire;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+
+pub use channels::{ChannelMessage, ChannelWatch, Watched};
 
 use crate::client::RedissonClient;
 use crate::engine::registry::ClientIdentity;

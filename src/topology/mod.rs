@@ -198,6 +198,11 @@ impl Topology {
             .await
     }
 
+    /// Stops moving the client of id `id` (it is closing).
+    pub(crate) fn unfollow(&self, id: &str) {
+        self.followers.lock().remove(id);
+    }
+
     async fn follow_as(&self, client: &impl ClientLike, reconnect: Reconnect) {
         let Deployment::Sentinel(sentinels) = &self.deployment else {
             return;

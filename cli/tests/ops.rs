@@ -1260,3 +1260,48 @@ async fn doctor_names_dead_fair_waiters_and_leaves_them_until_their_deadline() {
     holder.shutdown().await;
     live.shutdown().await;
 }
+
+/// `force-unlock` wakes a JVM waiter (Redisson 4.7.0) where it listens: a
+/// fair lock's first waiter on its own channel, a read-write lock's reader
+/// on the read-write channel. The holder's 60 s lease is longer than the
+/// test waits, so only the message can wake them in time.
+#[tokio::test]
+async fn force_unlock_wakes_jvm_waiters_of_fair_and_read_write_locks() {
+    let server = RedisServer::start().await;
+    let url = server.url();
+    let raw = server.raw().await;
+    let holder = client(&server, Duration::from_secs(60)).await;
+    let java = JavaPeer::start("redisson-4", "4.7.0", &url, 30_000).await;
+
+    let _held = holder.fair_lock("jvm-fair").unwrap().lock().await.unwrap();
+    let before = common::java::scripts_run(&raw).await;
+    let waiting = java.send("flock jvm-fair 7 -1").await;
+    let channel = format!("redisson_lock__channel:{{jvm-fair}}:{}:7", java.client_id);
+    common::java::java_is_waiting(&java, &server, &raw, &channel, before).await;
+    let out = run(&url, &["force-unlock", "jvm-fair"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    within("the JVM's fair waiter", waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    let holders: std::collections::HashMap<String, String> = raw.hgetall("jvm-fair").await.unwrap();
+    assert_eq!(
+        holders.keys().collect::<Vec<_>>(),
+        [&format!("{}:7", java.client_id)]
+    );
+    java.ok("funlock jvm-fair 7").await;
+
+    let rw = holder.read_write_lock("jvm-rw").unwrap();
+    let _written = rw.write().lock().await.unwrap();
+    let before = common::java::scripts_run(&raw).await;
+    let reading = java.send("rlock jvm-rw 8 -1").await;
+    common::java::java_is_waiting(&java, &server, &raw, "redisson_rwlock:{jvm-rw}", before).await;
+    let out = run(&url, &["force-unlock", "jvm-rw"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    within("the JVM's reader", reading).await.unwrap().unwrap();
+    let mode: Option<String> = raw.hget("jvm-rw", "mode").await.unwrap();
+    assert_eq!(mode.as_deref(), Some("read"));
+    java.ok("runlock jvm-rw 8").await;
+    java.quit().await;
+    holder.shutdown().await;
+}

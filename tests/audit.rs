@@ -50,7 +50,8 @@ fn number(f: &Finding, fact: &str) -> u64 {
 }
 
 /// The rules a single server is audited on.
-const SINGLE_RULES: [&str; 8] = [
+const SINGLE_RULES: [&str; 9] = [
+    "address",
     "eviction-policy",
     "memory-usage",
     "persistence",
@@ -79,7 +80,7 @@ async fn a_clean_server_has_every_finding_ok() {
     assert_eq!(flagged(&report), [], "{report:#?}");
     assert_eq!(rules(&report), SINGLE_RULES);
     assert!(!report.has_failures());
-    assert_eq!(report.summary.ok, 8);
+    assert_eq!(report.summary.ok, 9);
     assert_eq!(report.watchdog_ms, 30_000);
     // The same from settings alone, without a client.
     let config = common::config(&server.url(), WATCHDOG);
@@ -90,7 +91,7 @@ async fn a_clean_server_has_every_finding_ok() {
     let json = serde_json::to_value(&report).unwrap();
     assert_eq!(json["deployment"], "single");
     assert_eq!(json["summary"]["fail"], 0);
-    let eviction = &json["findings"][0];
+    let eviction = &json["findings"][1];
     assert_eq!(eviction["rule"], "eviction-policy");
     assert_eq!(eviction["severity"], "ok");
     assert_eq!(eviction["facts"]["maxmemory_bytes"], 0);
@@ -244,6 +245,46 @@ async fn volatile_lru_with_maxmemory_fails() {
     );
 }
 
+/// A single-server address must lead to a lone primary: a managed HA
+/// endpoint (a primary with replicas) never has its writes confirmed, a
+/// replica refuses every write, a cluster node those of other slots.
+#[tokio::test]
+async fn a_single_address_is_judged_by_what_is_behind_it() {
+    let primary = RedisServer::start_with(&["--appendonly", "yes"]).await;
+    let port = primary.port.to_string();
+    let replica =
+        RedisServer::start_with(&["--appendonly", "yes", "--replicaof", "127.0.0.1", &port]).await;
+    let raw = primary.raw().await;
+    until("the replica attached", || async {
+        let info: String = raw
+            .info(Some(fred::types::InfoKind::Replication))
+            .await
+            .unwrap();
+        info.contains("connected_slaves:1")
+    })
+    .await;
+    let judged = |url: String| async move {
+        let config = common::config(&url, WATCHDOG);
+        let report = within("audit", redisson_lock::audit::audit(&config))
+            .await
+            .unwrap();
+        only(&report, "address")
+    };
+    let f = judged(primary.url()).await;
+    assert_eq!(f.severity, Severity::Warn, "{f:#?}");
+    assert_eq!(f.facts["connected_replicas"], Fact::Number(1));
+    assert!(f.why.contains("never confirmed by a replica"), "{}", f.why);
+    let f = judged(replica.url()).await;
+    assert_eq!(f.severity, Severity::Fail, "{f:#?}");
+    assert!(f.why.contains("READONLY"), "{}", f.why);
+
+    let cluster = common::topology::Cluster::start().await;
+    let node = cluster.primaries().await[0];
+    let f = judged(format!("redis://127.0.0.1:{node}")).await;
+    assert_eq!(f.severity, Severity::Fail, "{f:#?}");
+    assert_eq!(f.facts["cluster_enabled"], Fact::Flag(true));
+}
+
 /// Whether the server has channel permissions (`&pattern`, Redis 6.2+):
 /// the matrix names the server's version, the default server is Redis 7.
 fn channel_acls() -> bool {
@@ -362,6 +403,7 @@ async fn an_acl_user_without_publish_fails_permissions() {
     assert_eq!(
         unknown,
         [
+            "address",
             "eviction-policy",
             "memory-usage",
             "persistence",

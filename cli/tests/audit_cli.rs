@@ -23,16 +23,16 @@ async fn a_clean_server_exits_0_with_every_finding_ok() {
     );
     assert!(lines[1].starts_with("STATUS   RULE"), "{}", lines[1]);
     // One row per finding, every one ok, and no why/fix lines.
-    assert_eq!(lines.len(), 2 + 8 + 1, "{}", out.stdout);
+    assert_eq!(lines.len(), 2 + 9 + 1, "{}", out.stdout);
     assert!(
-        lines[2..10].iter().all(|l| l.starts_with("ok ")),
+        lines[2..11].iter().all(|l| l.starts_with("ok ")),
         "{}",
         out.stdout
     );
     assert!(
-        lines[10].starts_with("8 finding(s): 8 ok, 0 warn, 0 fail, 0 unknown"),
+        lines[11].starts_with("9 finding(s): 9 ok, 0 warn, 0 fail, 0 unknown"),
         "{}",
-        lines[10]
+        lines[11]
     );
 
     let report = json(&server.url(), &["audit"]).await;
@@ -41,9 +41,9 @@ async fn a_clean_server_exits_0_with_every_finding_ok() {
     let typed: redisson_lock::audit::AuditReport = serde_json::from_value(report.clone()).unwrap();
     assert_eq!(report["schema"], 1);
     assert_eq!(typed.schema, redisson_lock::audit::AuditReport::SCHEMA);
-    assert_eq!(typed.findings.len(), 8);
+    assert_eq!(typed.findings.len(), 9);
     assert_eq!(serde_json::to_value(&typed).unwrap(), report);
-    assert_eq!(report["summary"]["ok"], 8);
+    assert_eq!(report["summary"]["ok"], 9);
     let rules: Vec<&str> = report["findings"]
         .as_array()
         .unwrap()
@@ -53,6 +53,7 @@ async fn a_clean_server_exits_0_with_every_finding_ok() {
     assert_eq!(
         rules,
         [
+            "address",
             "eviction-policy",
             "memory-usage",
             "persistence",

@@ -65,6 +65,7 @@ use rules::Ctx;
 
 /// Every rule id, in the order findings are reported.
 pub const RULES: &[&str] = &[
+    "address",
     "eviction-policy",
     "memory-usage",
     "persistence",
@@ -92,6 +93,7 @@ pub const RULES: &[&str] = &[
 /// not make.
 pub(crate) fn purpose(rule: &str) -> &'static str {
     match rule {
+        "address" => "a single-server address must lead to a primary that is not a cluster node",
         "eviction-policy" => {
             "an eviction policy other than noeviction drops lock keys under memory pressure"
         }
@@ -302,6 +304,7 @@ async fn run(
             format!("the deployment's nodes: {t}"),
         ));
     }
+    rules::address::check(&ctx, &mut findings);
     rules::memory::check(&ctx, &mut findings);
     rules::persistence::check(&ctx, &mut findings);
     rules::replication::check(&ctx, &mut findings);

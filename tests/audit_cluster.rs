@@ -36,7 +36,7 @@ async fn a_cluster_primary_without_a_replica_fails() {
     let report = within("audit", client.audit()).await.unwrap();
     assert_eq!(flagged(&report), [], "{report:#?}");
     for (rule, n) in [
-        ("eviction-policy", 3),
+        ("eviction-policy", 6),
         ("replicas", 3),
         ("replica-quorum", 1),
         ("min-replicas", 3),

@@ -36,7 +36,7 @@ async fn a_sentinel_quorum_of_one_in_three_fails() {
     assert_eq!(flagged(&report), [], "{report:#?}");
     // Every primary's and every sentinel's rules were looked at.
     for (rule, n) in [
-        ("eviction-policy", 1),
+        ("eviction-policy", 3),
         ("replicas", 1),
         ("replica-quorum", 1),
         ("min-replicas", 1),
@@ -216,6 +216,37 @@ async fn down_after_is_judged_against_the_shortest_ttl_and_the_fleet_s_lease() {
         report.rule("java-watchdog").next().unwrap().severity,
         Severity::Warn,
         "{report:#?}"
+    );
+}
+
+/// A replica ignores `maxmemory` while it replicates and runs on its own
+/// eviction policy once promoted: the audit judges each replica's too.
+#[tokio::test]
+async fn a_replica_that_would_evict_once_promoted_fails() {
+    let deployment = Sentinel::start().await;
+    let replica = deployment.replicas[0].port;
+    for (name, value) in [("maxmemory", "100mb"), ("maxmemory-policy", "allkeys-lru")] {
+        common::topology::on_node(replica, "CONFIG", vec!["SET", name, value]).await;
+    }
+    let config = common::config(&deployment.url(), WATCHDOG);
+    let report = within("audit", redisson_lock::audit::audit(&config))
+        .await
+        .unwrap();
+    assert_eq!(
+        flagged(&report),
+        [("eviction-policy", Severity::Fail)],
+        "{report:#?}"
+    );
+    let f = report
+        .rule("eviction-policy")
+        .find(|f| f.severity == Severity::Fail)
+        .unwrap();
+    assert_eq!(f.target, format!("127.0.0.1:{replica}"));
+    assert!(
+        f.why
+            .starts_with("a replica runs on its own policy once promoted"),
+        "{}",
+        f.why
     );
 }
 

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use super::{bytes, Ctx};
+use crate::audit::gather::Role;
 use crate::audit::report::{Finding, Severity};
 
 /// Whether `policy` may evict a key that has a TTL: every lock key has one.
@@ -64,10 +65,22 @@ pub(crate) fn eviction(target: &str, info: &HashMap<String, String>) -> Finding 
     .fix("CONFIG SET maxmemory-policy noeviction (and in redis.conf), or keep locks on a server of their own")
 }
 
-/// `eviction-policy` and `memory-usage` of every primary.
+/// `eviction-policy` of every primary and replica (a replica ignores
+/// `maxmemory` while it replicates, and runs on its own policy once
+/// promoted), `memory-usage` of every primary.
 pub(crate) fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
-    for node in ctx.seen.primaries() {
+    for node in &ctx.seen.nodes {
+        let replica = node.role == Role::Replica;
         match &node.info {
+            Ok(info) if replica => {
+                let f = eviction(&node.addr, info);
+                let why = if f.severity == Severity::Ok {
+                    "once promoted it never drops a key: under memory pressure writes are refused (OOM), locks are never lost".to_string()
+                } else {
+                    format!("a replica runs on its own policy once promoted: {}", f.why)
+                };
+                out.push(f.why(why));
+            }
             Ok(info) => out.push(eviction(&node.addr, info)),
             Err(t) => out.push(Finding::unknown("eviction-policy", &node.addr, t)),
         }

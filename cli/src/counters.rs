@@ -25,7 +25,7 @@ pub enum Latch {
         name: String,
         /// Give up after this long: exit 75.
         #[arg(long, value_parser = parse_wait)]
-        timeout: Option<Duration>,
+        wait: Option<Duration>,
     },
 }
 
@@ -84,10 +84,10 @@ pub async fn latch(cli: &Cli, command: &Latch) -> Result<u8, String> {
                 println!("{name}: count {left}");
                 Ok(0)
             }
-            Latch::Wait { name, timeout } => {
+            Latch::Wait { name, wait } => {
                 let latch = client.count_down_latch(name).map_err(text)?;
-                let opened = match timeout {
-                    Some(timeout) => latch.wait_for(*timeout).await.map_err(text)?,
+                let opened = match wait {
+                    Some(wait) => latch.wait_for(*wait).await.map_err(text)?,
                     None => latch.wait().await.map(|()| true).map_err(text)?,
                 };
                 if opened {
@@ -96,7 +96,7 @@ pub async fn latch(cli: &Cli, command: &Latch) -> Result<u8, String> {
                 } else {
                     eprintln!(
                         "redisson-lock: latch `{name}` still closed after {}",
-                        humantime::format_duration(timeout.unwrap_or_default())
+                        humantime::format_duration(wait.unwrap_or_default())
                     );
                     Ok(EXIT_NOT_ACQUIRED)
                 }

@@ -46,7 +46,7 @@ Examples:
   redisson-lock run nightly-report -- ./report.sh        wait for the lock, run, release
   redisson-lock run --wait 0s nightly-report -- ./x.sh   skip (exit 75) if someone holds it
   redisson-lock run --semaphore 1 exports -- ./x.sh      one permit of a fleet-wide limit
-  redisson-lock latch wait deploy-ready --timeout 5m     wait for a count-down latch
+  redisson-lock latch wait deploy-ready --wait 5m        wait for a count-down latch
   redisson-lock status orders:42 --json                  who holds it, for how long
   redisson-lock status orders:42 --exit-code             exit 0 free, 1 held (for scripts)
   redisson-lock watch orders:42                          print unlock messages as they come
@@ -57,7 +57,7 @@ Exit status, in every subcommand:
   1         what the command found: doctor harm, an audit failure, status --exit-code held,
             latch set / semaphore set-permits already set
   2         an error: command line, configuration, argument, connection, a refusal by Redis
-  75        run, latch wait: not acquired (or still closed) within --wait / --timeout
+  75        run, latch wait: not acquired (or still closed) within --wait
   76        run: the lock or lease was lost while the command ran
   126, 127  run: the command could not be run, or was not found
   128+N     run: stopped by signal N"
@@ -92,6 +92,12 @@ struct Cli {
     /// Lease of watchdog-renewed locks; use the JVM fleet's lockWatchdogTimeout.
     #[arg(long, value_parser = parse_duration, default_value = "30s", global = true)]
     watchdog_timeout: Duration,
+    /// How long any one call to Redis may take, connecting included, before
+    /// the command fails (exit 2); it bounds waiting for a reply, not
+    /// --wait. Default: the client's (3 s a reply, 10 s a connection, or the
+    /// Redisson file's timeout and connectTimeout).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", global = true)]
+    timeout: Option<Duration>,
     /// Log this tool's and fred's events to stderr: -v info, -vv debug, -vvv
     /// trace (RUST_LOG, when set, wins).
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
@@ -205,6 +211,10 @@ fn settings(cli: &Cli) -> Result<Config, String> {
     };
     if cli.tls_ca_file.is_some() {
         config.tls_ca_file = cli.tls_ca_file.clone();
+    }
+    if let Some(timeout) = cli.timeout {
+        config.timeout = timeout;
+        config.connect_timeout = timeout;
     }
     let (url_user, url_password) = userinfo(&config.address);
     if let Some(user) = &cli.user {

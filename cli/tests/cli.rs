@@ -999,3 +999,34 @@ async fn elect_runs_the_command_once_this_process_leads() {
     assert_eq!(raw.exists::<i64, _>("scheduler").await.unwrap(), 0);
     other.shutdown().await;
 }
+
+/// `--timeout` bounds every call to Redis, in every subcommand: against a
+/// hung server (SIGSTOP: its socket accepts, nothing answers) a command
+/// fails with exit 2 and names the limit, instead of waiting on it.
+#[tokio::test]
+async fn timeout_bounds_each_call_in_every_subcommand() {
+    let server = RedisServer::start().await;
+    server.freeze();
+    for args in [
+        vec!["--timeout", "300ms", "status", "x"],
+        vec!["--timeout", "300ms", "ls"],
+        vec!["--timeout", "300ms", "run", "x", "--", "true"],
+        vec!["latch", "wait", "x", "--timeout", "300ms", "--wait", "1s"],
+    ] {
+        let mut cmd = cli(&server.url());
+        cmd.args(&args);
+        let out = within("the command gives up", output(cmd)).await;
+        assert_eq!(out.code, 2, "{args:?}: {}", out.stderr);
+        // The limit given, not the default connect timeout (10 s).
+        assert!(
+            out.stderr.contains("no answer within ") && !out.stderr.contains("within 10"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+    server.thaw();
+    let mut cmd = cli(&server.url());
+    cmd.args(["--timeout", "0s", "status", "x"]);
+    let out = output(cmd).await;
+    assert_eq!(out.code, 2, "{}", out.stderr);
+}

@@ -982,7 +982,7 @@ async fn latch_commands_set_count_down_and_wait() {
         "{}",
         out.stderr
     );
-    let out = run(&url, &["latch", "wait", "deploy", "--timeout", "50ms"]).await;
+    let out = run(&url, &["latch", "wait", "deploy", "--wait", "50ms"]).await;
     assert_eq!(out.code, 75, "{}", out.stderr);
     let mut waiter = cli(&url);
     waiter.args(["latch", "wait", "deploy"]);

@@ -85,7 +85,7 @@ pub async fn audit(cli: &Cli, args: &AuditArgs) -> Result<u8, String> {
                     .map(|(w, _)| usize::from(w))
             })
             .flatten();
-        for line in table(&report) {
+        for line in table(&report, width) {
             println!("{}", fit(&line, width));
         }
         if report.summary.unknown > 0
@@ -116,7 +116,9 @@ fn label(severity: Severity) -> &'static str {
 
 /// The report as lines: a header, one row per finding (why and fix under
 /// any that is not ok), a summary.
-pub fn table(report: &AuditReport) -> Vec<String> {
+/// `width`: the terminal's, to wrap the `why:` and `fix:` lines to (the
+/// rows themselves are cut to it by the caller).
+pub fn table(report: &AuditReport, width: Option<usize>) -> Vec<String> {
     let kind = match report.deployment {
         DeploymentKind::Single => "single server",
         DeploymentKind::Cluster => "cluster",
@@ -155,11 +157,19 @@ pub fn table(report: &AuditReport) -> Vec<String> {
             f.evidence
         ));
         if f.severity != Severity::Ok {
-            if !f.why.is_empty() {
-                lines.push(format!("{indent}why: {}", f.why));
-            }
-            if !f.fix.is_empty() {
-                lines.push(format!("{indent}fix: {}", f.fix));
+            for (label, text) in [("why", &f.why), ("fix", &f.fix)] {
+                if text.is_empty() {
+                    continue;
+                }
+                let first = format!("{indent}{label}: ");
+                match width {
+                    // Wrapped under its label, never cut: the fix is a command.
+                    Some(w) => {
+                        let rest = " ".repeat(crate::fit::width(&first));
+                        lines.extend(crate::fit::wrap(text, &first, &rest, w));
+                    }
+                    None => lines.push(format!("{first}{text}")),
+                }
             }
         }
     }
@@ -198,5 +208,48 @@ mod tests {
         assert_eq!(fit("ok eviction-policy", Some(18)), "ok eviction-policy");
         assert_eq!(fit("ok eviction-policy", None), "ok eviction-policy");
         assert_eq!(fit("FAIL über", Some(7)), "FAIL ü…");
+    }
+
+    /// On a terminal the why and fix lines are wrapped under their label,
+    /// every word kept; the finding's row is what gets cut.
+    #[test]
+    fn why_and_fix_wrap_to_the_terminal() {
+        let report: redisson_lock::audit::AuditReport = serde_json::from_value(serde_json::json!({
+            "schema": 1, "address": "redis://127.0.0.1:6379", "deployment": "single",
+            "watchdog_ms": 30000, "elapsed_ms": 5,
+            "summary": {"ok": 0, "warn": 0, "fail": 1, "unknown": 0},
+            "findings": [{
+                "rule": "persistence", "severity": "fail", "target": "127.0.0.1:6379",
+                "evidence": "appendonly no, no RDB save points",
+                "why": "a restart comes back empty: every lock is gone; holders hear of it at their next renewal",
+                "fix": "CONFIG SET appendonly yes (appendfsync everysec), and in redis.conf",
+                "facts": {}
+            }]
+        }))
+        .unwrap();
+        let lines = super::table(&report, Some(50));
+        let why: Vec<&String> = lines
+            .iter()
+            .skip_while(|l| !l.trim_start().starts_with("why: "))
+            .take_while(|l| !l.trim_start().starts_with("fix: "))
+            .collect();
+        assert!(why.len() > 1, "{lines:#?}");
+        assert!(
+            lines
+                .iter()
+                .filter(|l| l.starts_with(' '))
+                .all(|l| crate::fit::width(l) <= 50),
+            "{lines:#?}"
+        );
+        let words = |text: &str| {
+            text.split_whitespace()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        let joined: Vec<String> = why.iter().flat_map(|l| words(l)).skip(1).collect();
+        assert_eq!(joined, words(&report.findings[0].why));
+        // Piped (no terminal): one line each, as before.
+        let piped = super::table(&report, None);
+        assert_eq!(piped.iter().filter(|l| l.contains("why: ")).count(), 1);
     }
 }

@@ -33,6 +33,29 @@ pub fn fit(text: &str, columns: usize) -> String {
     out
 }
 
+/// `text` wrapped at spaces into lines of at most `columns`: the first
+/// after `first`, the others after `rest` (a hanging indent). A word longer
+/// than a line stays whole on a line of its own (its caller may cut it).
+pub fn wrap(text: &str, first: &str, rest: &str, columns: usize) -> Vec<String> {
+    let mut lines = vec![];
+    let mut line = first.to_string();
+    let mut empty = true;
+    for word in text.split_whitespace() {
+        let needed = if empty { width(word) } else { 1 + width(word) };
+        if !empty && width(&line) + needed > columns {
+            lines.push(std::mem::replace(&mut line, rest.to_string()));
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line.push_str(word);
+        empty = false;
+    }
+    lines.push(line);
+    lines
+}
+
 /// The first of `candidates` (most complete first) that fits in `columns`;
 /// else the last one cut with `…`.
 pub fn first_fitting(candidates: impl IntoIterator<Item = String>, columns: usize) -> String {
@@ -131,6 +154,31 @@ pub fn widths(columns: &[Column], total: usize, spacing: usize) -> Vec<usize> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn wrapped_lines_fit_and_hang_under_their_label() {
+        let lines = super::wrap(
+            "a replica runs on its own policy once promoted",
+            "  why: ",
+            "       ",
+            24,
+        );
+        assert_eq!(
+            lines,
+            [
+                "  why: a replica runs on",
+                "       its own policy",
+                "       once promoted"
+            ]
+        );
+        assert!(lines.iter().all(|l| super::width(l) <= 24));
+        assert_eq!(super::wrap("short", "x: ", "   ", 80), ["x: short"]);
+        // A word longer than the line is not split.
+        assert_eq!(
+            super::wrap("ACL SETUSER locker +publish", "fix: ", "     ", 12),
+            ["fix: ACL", "     SETUSER", "     locker", "     +publish"]
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -39,7 +39,7 @@ async fn a_cluster_primary_without_a_replica_fails() {
         ("eviction-policy", 6),
         ("replicas", 3),
         ("replica-quorum", 1),
-        ("min-replicas", 3),
+        ("min-replicas", 6),
         ("wait-command", 3),
         ("replica-priority", 3),
         ("replication-lag", 3),

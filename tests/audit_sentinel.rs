@@ -39,7 +39,7 @@ async fn a_sentinel_quorum_of_one_in_three_fails() {
         ("eviction-policy", 3),
         ("replicas", 1),
         ("replica-quorum", 1),
-        ("min-replicas", 1),
+        ("min-replicas", 3),
         ("wait-command", 1),
         ("replica-priority", 1),
         ("replication-lag", 1),
@@ -219,35 +219,57 @@ async fn down_after_is_judged_against_the_shortest_ttl_and_the_fleet_s_lease() {
     );
 }
 
-/// A replica ignores `maxmemory` while it replicates and runs on its own
-/// eviction policy once promoted: the audit judges each replica's too.
+/// A replica runs on its own settings once promoted: its eviction policy
+/// (it ignores `maxmemory` while it replicates) and its `min-replicas`
+/// (against the replicas it would have then) are judged too.
 #[tokio::test]
-async fn a_replica_that_would_evict_once_promoted_fails() {
+async fn a_replica_is_judged_on_its_own_settings_once_promoted() {
     let deployment = Sentinel::start().await;
-    let replica = deployment.replicas[0].port;
+    let evicting = deployment.replicas[0].port;
     for (name, value) in [("maxmemory", "100mb"), ("maxmemory-policy", "allkeys-lru")] {
-        common::topology::on_node(replica, "CONFIG", vec!["SET", name, value]).await;
+        common::topology::on_node(evicting, "CONFIG", vec!["SET", name, value]).await;
+    }
+    // Promoted, it would have 1 replica, and want 2.
+    let demanding = deployment.replicas[1].port;
+    for (name, value) in [
+        ("min-replicas-to-write", "2"),
+        ("min-replicas-max-lag", "10"),
+    ] {
+        common::topology::on_node(demanding, "CONFIG", vec!["SET", name, value]).await;
     }
     let config = common::config(&deployment.url(), WATCHDOG);
     let report = within("audit", redisson_lock::audit::audit(&config))
         .await
         .unwrap();
-    assert_eq!(
-        flagged(&report),
-        [("eviction-policy", Severity::Fail)],
-        "{report:#?}"
-    );
+    let expected = if common::server_major() < 7 {
+        // Redis 6 lets scripts through min-replicas: a warning.
+        [
+            ("eviction-policy", Severity::Fail),
+            ("min-replicas", Severity::Warn),
+        ]
+    } else {
+        [
+            ("eviction-policy", Severity::Fail),
+            ("min-replicas", Severity::Fail),
+        ]
+    };
+    assert_eq!(flagged(&report), expected, "{report:#?}");
     let f = report
         .rule("eviction-policy")
         .find(|f| f.severity == Severity::Fail)
         .unwrap();
-    assert_eq!(f.target, format!("127.0.0.1:{replica}"));
+    assert_eq!(f.target, format!("127.0.0.1:{evicting}"));
     assert!(
         f.why
             .starts_with("a replica runs on its own policy once promoted"),
         "{}",
         f.why
     );
+    let f = report
+        .rule("min-replicas")
+        .find(|f| f.severity != Severity::Ok)
+        .unwrap();
+    assert_eq!(f.target, format!("127.0.0.1:{demanding}"));
 }
 
 #[test]

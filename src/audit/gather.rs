@@ -144,8 +144,12 @@ fn settings_for(kind: DeploymentKind, role: Role) -> &'static [&'static str] {
         (DeploymentKind::Cluster, Role::Replica) => &[
             "cluster-replica-validity-factor",
             "cluster-replica-no-failover",
+            "min-replicas-to-write",
+            "min-replicas-max-lag",
         ],
-        (DeploymentKind::Sentinel, Role::Replica) => &[],
+        (DeploymentKind::Sentinel, Role::Replica) => {
+            &["min-replicas-to-write", "min-replicas-max-lag"]
+        }
     }
 }
 

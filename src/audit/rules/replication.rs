@@ -62,7 +62,25 @@ pub(crate) fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
         let Some(node) = ctx.seen.node(&shard.primary) else {
             continue;
         };
-        out.push(min_replicas(node, shard.healthy_replicas() as u64));
+        let known = shard.healthy_replicas() as u64;
+        out.push(min_replicas(node, known));
+        // A replica runs on its own settings once promoted, with the
+        // other replicas as its own.
+        for replica in shard.replicas.iter().filter(|r| !r.down) {
+            if let Some(node) = ctx.seen.node(&replica.addr) {
+                let finding = min_replicas(node, known.saturating_sub(1));
+                out.push(if finding.severity == Severity::Fail {
+                    let why = format!(
+                        "once promoted, with {} replica(s) left: {}",
+                        known.saturating_sub(1),
+                        finding.why
+                    );
+                    finding.why(why)
+                } else {
+                    finding
+                });
+            }
+        }
     }
     match ctx.seen.kind {
         DeploymentKind::Sentinel => priorities(ctx, out),

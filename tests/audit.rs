@@ -285,6 +285,35 @@ async fn a_single_address_is_judged_by_what_is_behind_it() {
     assert_eq!(f.facts["cluster_enabled"], Fact::Flag(true));
 }
 
+/// A command that ran long stalled every renewal behind it: the audit
+/// reads it from the slow log and judges it against the renewal interval.
+#[tokio::test]
+async fn a_stall_in_the_slow_log_is_judged_against_the_renewal() {
+    let server = RedisServer::start_with(&["--appendonly", "yes"]).await;
+    let raw = server.raw().await;
+    // 400 ms of one script, by the server's own clock.
+    let busy = "local t0 = redis.call('TIME') \
+        local start = t0[1] * 1000000 + t0[2] \
+        repeat local t = redis.call('TIME') until t[1] * 1000000 + t[2] - start >= 400000 \
+        return 1";
+    let _: i64 = raw
+        .eval(busy, Vec::<String>::new(), Vec::<String>::new())
+        .await
+        .unwrap();
+    // A 6 s lease renews every 2 s: a 400 ms stall is over a tenth of it.
+    let config = common::config(&server.url(), Duration::from_secs(6));
+    let report = within("audit", redisson_lock::audit::audit(&config))
+        .await
+        .unwrap();
+    let f = only(&report, "latency");
+    assert_eq!(f.severity, Severity::Warn, "{f:#?}");
+    assert!(f.evidence.contains("longest in SLOWLOG"), "{}", f.evidence);
+    match f.facts["slowlog_max_us"] {
+        Fact::Number(us) => assert!(us >= 400_000, "{f:#?}"),
+        ref other => panic!("{other:?}"),
+    }
+}
+
 /// Whether the server has channel permissions (`&pattern`, Redis 6.2+):
 /// the matrix names the server's version, the default server is Redis 7.
 fn channel_acls() -> bool {

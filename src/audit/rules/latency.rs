@@ -1,6 +1,8 @@
 //! `latency`: the round trip to each primary and, where lock writes wait
-//! for replicas, the round trip of a `WAIT` after a write, against the
-//! watchdog's renewal interval.
+//! for replicas, the round trip of a `WAIT` after a write, and the stalls
+//! Redis already recorded (the longest `SLOWLOG` entry, the last fork),
+//! against the watchdog's renewal interval: while Redis runs one command
+//! or forks, it answers no renewal.
 
 use std::time::{Duration, Instant};
 
@@ -21,7 +23,7 @@ pub(crate) async fn check(ctx: &Ctx<'_>) -> Vec<Finding> {
             Err(t) => return Finding::unknown("latency", target, t),
         };
         let mut rtts = vec![];
-        for _ in 0..3 {
+        for _ in 0..PINGS {
             let started = Instant::now();
             if let Err(t) = link.ask("PING", &[]).await {
                 return Finding::unknown("latency", target, format!("PING {t}"));
@@ -29,12 +31,34 @@ pub(crate) async fn check(ctx: &Ctx<'_>) -> Vec<Finding> {
             rtts.push(started.elapsed());
         }
         rtts.sort();
-        let ping = rtts[1];
-        let mut evidence = format!("PING {} (median of 3)", ms(ping));
-        let mut worst = ping;
+        let ping = rtts[PINGS / 2];
+        let slowest = rtts[PINGS - 1];
+        let mut evidence = format!("PING {} (median of {PINGS}, slowest {})", ms(ping), ms(slowest));
+        let mut worst = slowest;
         let mut short = None;
-        let base = Finding::new("latency", Severity::Ok, target).fact("ping_us", ping.as_micros() as u64);
-        let mut base = base;
+        let mut base = Finding::new("latency", Severity::Ok, target)
+            .fact("ping_us", ping.as_micros() as u64)
+            .fact("ping_max_us", slowest.as_micros() as u64);
+        // Stalls already recorded: the longest command in the slow log
+        // (`+slowlog` may be refused: then not read) and the last fork.
+        match link.ask("SLOWLOG", &["GET", "128"]).await {
+            Ok(entries) => {
+                let longest = slowlog_longest(&entries);
+                if let Some((us, command)) = longest {
+                    let took = Duration::from_micros(us);
+                    worst = worst.max(took);
+                    evidence.push_str(&format!(", longest in SLOWLOG {} ({command})", ms(took)));
+                    base = base.fact("slowlog_max_us", us);
+                }
+            }
+            Err(t) => evidence.push_str(&format!(", SLOWLOG not read ({t})")),
+        }
+        if let Some(fork) = crate::audit::gather::info_number(node, "latest_fork_usec").filter(|us| *us > 0) {
+            let took = Duration::from_micros(fork);
+            worst = worst.max(took);
+            evidence.push_str(&format!(", last fork {}", ms(took)));
+            base = base.fact("latest_fork_us", fork);
+        }
         if replicated {
             let known = ctx
                 .seen
@@ -73,8 +97,8 @@ pub(crate) async fn check(ctx: &Ctx<'_>) -> Vec<Finding> {
                 severity: Severity::Fail,
                 ..base
             }
-            .why("a round trip takes more than half the renewal interval: renewals can land after the lease ran out, and holds are lost")
-            .fix("raise lockWatchdogTimeout, or bring the client closer to Redis")
+            .why("a round trip or a recorded stall (a slow command, a fork) takes more than half the renewal interval: renewals can land after the lease ran out, and holds are lost")
+            .fix("find the slow commands (SLOWLOG GET) or the slow link; raise lockWatchdogTimeout, or bring the client closer to Redis")
         } else if worst * 10 > renewal || short.is_some() {
             Finding {
                 severity: Severity::Warn,
@@ -83,14 +107,42 @@ pub(crate) async fn check(ctx: &Ctx<'_>) -> Vec<Finding> {
             .why(if short.is_some() {
                 "not every replica acknowledged within slavesSyncTimeout: lock writes are confirmed by fewer, or refused"
             } else {
-                "round trips take a tenth of the renewal interval or more: little margin before a renewal is late"
+                "a round trip or a recorded stall takes a tenth of the renewal interval or more: little margin before a renewal is late"
             })
-            .fix("find the slow link or replica; raise lockWatchdogTimeout if it is the network")
+            .fix("find the slow commands (SLOWLOG GET), forks, link or replica; raise lockWatchdogTimeout if it is the network")
         } else {
             base.why("round trips are a small fraction of the renewal interval")
         }
     }))
     .await
+}
+
+/// PINGs sent one after the other: their median and the slowest.
+const PINGS: usize = 20;
+
+/// The longest entry of a `SLOWLOG GET` reply: its duration (µs) and the
+/// command's name.
+fn slowlog_longest(entries: &fred::types::Value) -> Option<(u64, String)> {
+    let fred::types::Value::Array(entries) = entries else {
+        return None;
+    };
+    entries
+        .iter()
+        .filter_map(|entry| {
+            let fred::types::Value::Array(parts) = entry else {
+                return None;
+            };
+            let us = parts.get(2).and_then(int)?;
+            let command = match parts.get(3) {
+                Some(fred::types::Value::Array(args)) => args
+                    .first()
+                    .and_then(crate::audit::link::text)
+                    .unwrap_or_default(),
+                _ => String::new(),
+            };
+            Some((us.max(0) as u64, command))
+        })
+        .max_by_key(|(us, _)| *us)
 }
 
 fn ms(d: Duration) -> String {

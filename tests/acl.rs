@@ -8,34 +8,7 @@ use common::*;
 use redisson_lock::RedissonClient;
 
 /// The ACL rule of docs/acl.md, for locks named `app:*`.
-const RULE: &[&str] = &[
-    "on",
-    ">locker-pw",
-    "resetkeys",
-    "~app:*",
-    "~redisson_unlock_latch:*",
-    "~redisson_lock__channel:*",
-    "resetchannels",
-    "&redisson_lock__channel:*",
-    "-@all",
-    "+evalsha",
-    "+eval",
-    "+exists",
-    "+hexists",
-    "+hget",
-    "+hgetall",
-    "+hincrby",
-    "+pexpire",
-    "+pttl",
-    "+get",
-    "+set",
-    "+del",
-    "+type",
-    "+publish",
-    "+subscribe",
-    "+unsubscribe",
-    "+ping",
-];
+const RULE: &[&str] = common::LOCK_ACL_RULE;
 
 #[tokio::test]
 async fn every_lock_operation_runs_under_the_minimal_acl() {

@@ -374,39 +374,17 @@ async fn an_acl_user_without_publish_fails_permissions() {
     // The minimal rule of docs/acl.md without +publish: no ACL DRYRUN, no
     // INFO, no SCAN for this user. PUBLISH is found by its refusal; what
     // the audit could not read is unknown, not flagged otherwise.
-    let rule = [
-        "on",
-        ">pw",
-        "resetkeys",
-        "~app:*",
-        "~redisson_unlock_latch:*",
-        "~redisson_lock__channel:*",
-        "resetchannels",
-        "&redisson_lock__channel:*",
-        "-@all",
-        "+evalsha",
-        "+eval",
-        "+exists",
-        "+hexists",
-        "+hget",
-        "+hgetall",
-        "+hincrby",
-        "+pexpire",
-        "+pttl",
-        "+get",
-        "+set",
-        "+del",
-        "+type",
-        "+subscribe",
-        "+unsubscribe",
-        "+ping",
-    ];
+    let rule: Vec<&str> = common::LOCK_ACL_RULE
+        .iter()
+        .copied()
+        .filter(|p| *p != "+publish")
+        .collect();
     let flags = user_flags("locker", &rule);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let server = RedisServer::start_with(&flags).await;
     let mut config = common::config(&server.url(), WATCHDOG);
     config.username = Some("locker".into());
-    config.password = Some("pw".into());
+    config.password = Some("locker-pw".into());
     let report = within("audit", redisson_lock::audit::audit(&config))
         .await
         .unwrap();
@@ -450,9 +428,7 @@ async fn an_acl_user_without_publish_fails_permissions() {
 
     // The whole documented rule: only the batch script's SCRIPT LOAD is
     // missing, which slows batches and breaks nothing.
-    let mut rule = rule.to_vec();
-    rule.push("+publish");
-    let flags = user_flags("locker", &rule);
+    let flags = user_flags("locker", common::LOCK_ACL_RULE);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let server = RedisServer::start_with(&flags).await;
     config.address = server.url();
@@ -474,36 +450,13 @@ async fn an_acl_user_without_publish_fails_permissions() {
     );
 }
 
-/// The documented rule of docs/acl.md (locks named `app:*`), whole.
-const LOCK_RULE: &[&str] = &[
-    "on",
-    ">pw",
-    "resetkeys",
-    "~app:*",
-    "~redisson_unlock_latch:*",
-    "~redisson_lock__channel:*",
-    "resetchannels",
-    "&redisson_lock__channel:*",
-    "-@all",
-    "+evalsha",
-    "+eval",
-    "+exists",
-    "+hexists",
-    "+hget",
-    "+hgetall",
-    "+hincrby",
-    "+pexpire",
-    "+pttl",
-    "+get",
-    "+set",
-    "+del",
-    "+type",
-    "+publish",
-    "+subscribe",
-    "+unsubscribe",
-    "+ping",
-    "+script|load",
-];
+/// The documented rule of docs/acl.md (locks named `app:*`), with the
+/// optional `SCRIPT LOAD`: nothing the audit flags.
+fn lock_rule() -> Vec<&'static str> {
+    let mut rule = common::LOCK_ACL_RULE.to_vec();
+    rule.push("+script|load");
+    rule
+}
 
 fn fact(f: &Finding, name: &str) -> Fact {
     f.facts
@@ -521,11 +474,11 @@ async fn permissions_are_checked_against_a_lock_s_keys_and_for_another_user() {
         // Redis 6.0: the documented rule needs channel patterns.
         return;
     }
-    let mut flags = user_flags("locker", LOCK_RULE);
+    let mut flags = user_flags("locker", &lock_rule());
     // The same rule, with the locks' keys readable only (Redis 7 selectors).
-    let mut reader: Vec<&str> = LOCK_RULE
-        .iter()
-        .map(|p| if *p == "~app:*" { "%R~app:*" } else { p })
+    let mut reader: Vec<&str> = lock_rule()
+        .into_iter()
+        .map(|p| if p == "~app:*" { "%R~app:*" } else { p })
         .collect();
     reader[0] = "on";
     flags.push("--user".into());
@@ -536,7 +489,7 @@ async fn permissions_are_checked_against_a_lock_s_keys_and_for_another_user() {
     let as_user = |user: &str| {
         let mut config = common::config(&server.url(), WATCHDOG);
         config.username = Some(user.into());
-        config.password = Some("pw".into());
+        config.password = Some("locker-pw".into());
         config
     };
     let permissions = |config: redisson_lock::Config, options: AuditOptions| async move {

@@ -892,3 +892,34 @@ pub async fn counted_section(redis: &Client, overlaps: &std::sync::atomic::Atomi
         .unwrap();
     let _: i64 = redis.decr("inside").await.unwrap();
 }
+
+/// The ACL rule of docs/acl.md for locks named `app:*` (user on, password
+/// `locker-pw`): what `tests/acl.rs` proves enough, and the audit checks.
+pub const LOCK_ACL_RULE: &[&str] = &[
+    "on",
+    ">locker-pw",
+    "resetkeys",
+    "~app:*",
+    "~redisson_unlock_latch:*",
+    "~redisson_lock__channel:*",
+    "resetchannels",
+    "&redisson_lock__channel:*",
+    "-@all",
+    "+evalsha",
+    "+eval",
+    "+exists",
+    "+hexists",
+    "+hget",
+    "+hgetall",
+    "+hincrby",
+    "+pexpire",
+    "+pttl",
+    "+get",
+    "+set",
+    "+del",
+    "+type",
+    "+publish",
+    "+subscribe",
+    "+unsubscribe",
+    "+ping",
+];

@@ -289,7 +289,9 @@ async fn a_single_address_is_judged_by_what_is_behind_it() {
 /// reads it from the slow log and judges it against the renewal interval.
 #[tokio::test]
 async fn a_stall_in_the_slow_log_is_judged_against_the_renewal() {
-    let server = RedisServer::start_with(&["--appendonly", "yes"]).await;
+    // The latency monitor on: it records the same stall.
+    let server =
+        RedisServer::start_with(&["--appendonly", "yes", "--latency-monitor-threshold", "1"]).await;
     let raw = server.raw().await;
     // A script of fixed work, half a second or so here (a script
     // sees a frozen clock on some servers, so it cannot time itself).
@@ -322,6 +324,62 @@ async fn a_stall_in_the_slow_log_is_judged_against_the_renewal() {
     assert_eq!(f.severity, Severity::Warn, "{f:#?}");
     assert!(f.evidence.contains("longest in SLOWLOG"), "{}", f.evidence);
     assert_eq!(f.facts["slowlog_max_us"], Fact::Number(took_us), "{f:#?}");
+    assert!(
+        f.evidence.contains("worst spike in LATENCY LATEST"),
+        "{}",
+        f.evidence
+    );
+    let Fact::Number(spike_ms) = f.facts["latency_max_ms"] else {
+        panic!("{f:#?}")
+    };
+    // The monitor keeps whole ms of the same measure.
+    assert!(
+        spike_ms.abs_diff(took_us / 1000) <= 1,
+        "{spike_ms} ms against {took_us} µs"
+    );
+}
+
+/// A runaway script answers nothing until it is killed, and SCRIPT KILL
+/// works only after `busy-reply-threshold` (`lua-time-limit`): past the
+/// shortest watchdog TTL (2/3 of the lease), locks expire before anyone can act.
+#[tokio::test]
+async fn a_script_killable_only_after_the_renewal_is_flagged() {
+    let server = RedisServer::start().await;
+    // A 6 s lease's TTLs go down to 4 s; Redis's default threshold is 5 s.
+    let config = common::config(&server.url(), Duration::from_secs(6));
+    let report = within("audit", redisson_lock::audit::audit(&config))
+        .await
+        .unwrap();
+    let f = only(&report, "latency");
+    assert_eq!(f.severity, Severity::Warn, "{f:#?}");
+    assert_eq!(
+        f.facts["busy_reply_threshold_ms"],
+        Fact::Number(5000),
+        "{f:#?}"
+    );
+    assert!(f.why.contains("busy-reply-threshold"), "{f:#?}");
+    let raw = server.raw().await;
+    let _: Value = raw
+        .custom(
+            fred::types::CustomCommand::new_static(
+                "CONFIG",
+                fred::types::ClusterHash::Random,
+                false,
+            ),
+            vec!["SET", "lua-time-limit", "900"],
+        )
+        .await
+        .unwrap();
+    let report = within("audit", redisson_lock::audit::audit(&config))
+        .await
+        .unwrap();
+    let f = only(&report, "latency");
+    assert_eq!(f.severity, Severity::Ok, "{f:#?}");
+    assert_eq!(
+        f.facts["busy_reply_threshold_ms"],
+        Fact::Number(900),
+        "{f:#?}"
+    );
 }
 
 /// Whether the server has channel permissions (`&pattern`, Redis 6.2+):

@@ -1037,24 +1037,11 @@ async fn errors_are_one_line_and_say_what_went_wrong() {
     }
 }
 
-/// libfaketime, which shifts the wall clock of the process it is preloaded
-/// into (Debian package libfaketime; .ci/run installs it).
-fn libfaketime() -> String {
-    let arch = std::env::consts::ARCH;
-    let path = format!("/usr/lib/{arch}-linux-gnu/faketime/libfaketime.so.1");
-    assert!(
-        std::path::Path::new(&path).exists(),
-        "{path} is needed to run the CLI with its clock moved (Debian package libfaketime; \
-         .ci/run installs it)"
-    );
-    path
-}
-
 /// The CLI with `args` (then `--json`), its wall clock moved by `shift`
 /// (`+1h`, `-1h`) and its monotonic clock left alone.
 async fn json_at(url: &str, shift: &str, args: &[&str]) -> (i32, Json) {
     let mut cmd = cli(url);
-    cmd.env("LD_PRELOAD", libfaketime())
+    cmd.env("LD_PRELOAD", common::libfaketime())
         .env("FAKETIME", shift)
         .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
         .args(args)

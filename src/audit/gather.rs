@@ -81,6 +81,17 @@ pub(crate) struct NodeSeen {
     pub(crate) info: Result<HashMap<String, String>, Trouble>,
     /// `CONFIG GET <name>` per setting asked.
     pub(crate) config: HashMap<&'static str, Result<String, Trouble>>,
+    /// Its clock against this host's, from `TIME`.
+    pub(crate) clock: Result<Clock, Trouble>,
+}
+
+/// A node's clock, read by `TIME` between two readings of this host's.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clock {
+    /// The node's time minus this host's at the round trip's midpoint (µs).
+    pub(crate) offset_us: i64,
+    /// Half the round trip: the node answered within this of the midpoint.
+    pub(crate) uncertainty_us: i64,
 }
 
 impl NodeSeen {
@@ -128,28 +139,41 @@ impl Seen {
     }
 }
 
-/// The settings each data node is asked for.
+/// The settings each data node is asked for. Persistence on every node: a
+/// replica runs on its own settings once promoted.
 fn settings_for(kind: DeploymentKind, role: Role) -> &'static [&'static str] {
     match (kind, role) {
-        (DeploymentKind::Single, _) => &["save", "appendfsync"],
-        (DeploymentKind::Sentinel, Role::Primary) => {
-            &["min-replicas-to-write", "min-replicas-max-lag"]
-        }
+        (DeploymentKind::Single, _) => &["save", "appendfsync", "lua-time-limit"],
+        (DeploymentKind::Sentinel, Role::Primary) => &[
+            "save",
+            "appendfsync",
+            "min-replicas-to-write",
+            "min-replicas-max-lag",
+            "lua-time-limit",
+        ],
         (DeploymentKind::Cluster, Role::Primary) => &[
+            "save",
+            "appendfsync",
             "min-replicas-to-write",
             "min-replicas-max-lag",
             "cluster-require-full-coverage",
             "cluster-node-timeout",
+            "lua-time-limit",
         ],
         (DeploymentKind::Cluster, Role::Replica) => &[
+            "save",
+            "appendfsync",
             "cluster-replica-validity-factor",
             "cluster-replica-no-failover",
             "min-replicas-to-write",
             "min-replicas-max-lag",
         ],
-        (DeploymentKind::Sentinel, Role::Replica) => {
-            &["min-replicas-to-write", "min-replicas-max-lag"]
-        }
+        (DeploymentKind::Sentinel, Role::Replica) => &[
+            "save",
+            "appendfsync",
+            "min-replicas-to-write",
+            "min-replicas-max-lag",
+        ],
     }
 }
 
@@ -249,6 +273,7 @@ async fn read_node(
         link: Err(Trouble::Unreachable(format!("bad address {addr}"))),
         info: Err(Trouble::Unreachable("not connected".into())),
         config: HashMap::new(),
+        clock: Err(Trouble::Unreachable("not connected".into())),
     };
     let Some((host, port)) = split_addr(&addr) else {
         return node;
@@ -280,8 +305,37 @@ async fn read_node(
         });
         node.config.insert(name, value);
     }
+    // Alone on the link, so that the round trip bounding it is short.
+    node.clock = read_clock(&link).await;
     node.link = Ok(link);
     node
+}
+
+/// `TIME` against this host's clock read just before and just after.
+async fn read_clock(link: &Link) -> Result<Clock, Trouble> {
+    let micros = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as i64)
+    };
+    let before = micros();
+    let reply = link.ask("TIME", &[]).await?;
+    let after = micros();
+    let parts = match &reply {
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(super::link::int)
+            .collect::<Vec<_>>(),
+        _ => vec![],
+    };
+    let [secs, us] = parts[..] else {
+        return Err(Trouble::Refused(format!("TIME answered {reply:?}")));
+    };
+    let midpoint = before + (after - before) / 2;
+    Ok(Clock {
+        offset_us: secs * 1_000_000 + us - midpoint,
+        uncertainty_us: (after - before + 1) / 2,
+    })
 }
 
 /// The primaries and their replicas from `CLUSTER NODES`.

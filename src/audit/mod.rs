@@ -75,6 +75,7 @@ pub const RULES: &[&str] = &[
     "wait-command",
     "replica-priority",
     "replication-lag",
+    "clock",
     "sentinels-answering",
     "sentinel-quorum",
     "sentinel-down-after",
@@ -115,6 +116,9 @@ pub(crate) fn purpose(rule: &str) -> &'static str {
             "a priority-0 replica is never promoted, yet can confirm a lock write"
         }
         "replication-lag" => "a lagging replica fails lock confirmations",
+        "clock" => {
+            "a replica whose clock runs ahead of its primary's expires every lock early once promoted"
+        }
         "sentinels-answering" => {
             "a failover needs a majority of sentinels, and the client asks each"
         }
@@ -308,6 +312,7 @@ async fn run(
     rules::memory::check(&ctx, &mut findings);
     rules::persistence::check(&ctx, &mut findings);
     rules::replication::check(&ctx, &mut findings);
+    rules::clock::check(&ctx, &mut findings);
     rules::sentinel::check(&ctx, &mut findings);
     let (waits, cluster, permissions, latency) = futures::join!(
         rules::replication::wait_command(&ctx),

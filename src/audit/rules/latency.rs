@@ -1,8 +1,10 @@
 //! `latency`: the round trip to each primary and, where lock writes wait
 //! for replicas, the round trip of a `WAIT` after a write, and the stalls
-//! Redis already recorded (the longest `SLOWLOG` entry, the last fork),
-//! against the watchdog's renewal interval: while Redis runs one command
-//! or forks, it answers no renewal.
+//! Redis already recorded (the longest `SLOWLOG` entry, the latency
+//! monitor's worst spike, the last fork), against the watchdog's renewal
+//! interval: while Redis runs one command or forks, it answers no renewal.
+//! And how long a runaway script runs before it can be killed
+//! (`busy-reply-threshold`, `lua-time-limit` before Redis 7).
 
 use std::time::{Duration, Instant};
 
@@ -53,6 +55,18 @@ pub(crate) async fn check(ctx: &Ctx<'_>) -> Vec<Finding> {
             }
             Err(t) => evidence.push_str(&format!(", SLOWLOG not read ({t})")),
         }
+        // The latency monitor's spikes, where it is on (a threshold set).
+        match link.ask("LATENCY", &["LATEST"]).await {
+            Ok(events) => {
+                if let Some((worst_ms, event)) = latency_worst(&events) {
+                    let took = Duration::from_millis(worst_ms);
+                    worst = worst.max(took);
+                    evidence.push_str(&format!(", worst spike in LATENCY LATEST {} ({event})", ms(took)));
+                    base = base.fact("latency_max_ms", worst_ms);
+                }
+            }
+            Err(t) => evidence.push_str(&format!(", LATENCY LATEST not read ({t})")),
+        }
         if let Some(fork) = crate::audit::gather::info_number(node, "latest_fork_usec").filter(|us| *us > 0) {
             let took = Duration::from_micros(fork);
             worst = worst.max(took);
@@ -91,6 +105,20 @@ pub(crate) async fn check(ctx: &Ctx<'_>) -> Vec<Finding> {
             }
         }
         let renewal = ctx.renewal();
+        // A runaway script is killable (SCRIPT KILL) only after this; until
+        // then, and until it is killed, no renewal is answered.
+        let busy = node
+            .setting("lua-time-limit")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|ms| *ms > 0)
+            .map(Duration::from_millis);
+        if let Some(busy) = busy {
+            evidence.push_str(&format!(", busy-reply-threshold {}", secs(busy)));
+            base = base.fact("busy_reply_threshold_ms", busy.as_millis() as u64);
+        }
+        // Killed no sooner, a runaway script outlasts the shortest TTL.
+        let late_kill = busy.is_some_and(|busy| busy >= ctx.lease() * 2 / 3);
         let base = base.evidence(format!("{evidence}; renewal every {}", secs(renewal)));
         if worst * 2 > renewal {
             Finding {
@@ -110,6 +138,13 @@ pub(crate) async fn check(ctx: &Ctx<'_>) -> Vec<Finding> {
                 "a round trip or a recorded stall takes a tenth of the renewal interval or more: little margin before a renewal is late"
             })
             .fix("find the slow commands (SLOWLOG GET), forks, link or replica; raise lockWatchdogTimeout if it is the network")
+        } else if late_kill {
+            Finding {
+                severity: Severity::Warn,
+                ..base
+            }
+            .why("a runaway script can be killed only after busy-reply-threshold, which is past the shortest watchdog TTL (2/3 of the lease): until it is killed Redis answers no renewal, and holds are lost")
+            .fix("CONFIG SET busy-reply-threshold (lua-time-limit before Redis 7) well below 2/3 of the lease, or raise lockWatchdogTimeout")
         } else {
             base.why("round trips are a small fraction of the renewal interval")
         }
@@ -143,6 +178,25 @@ fn slowlog_longest(entries: &fred::types::Value) -> Option<(u64, String)> {
             Some((us.max(0) as u64, command))
         })
         .max_by_key(|(us, _)| *us)
+}
+
+/// The worst spike of a `LATENCY LATEST` reply (`[event, time, latest ms,
+/// max ms]` per event): its max (ms) and the event's name.
+fn latency_worst(events: &fred::types::Value) -> Option<(u64, String)> {
+    let fred::types::Value::Array(events) = events else {
+        return None;
+    };
+    events
+        .iter()
+        .filter_map(|event| {
+            let fred::types::Value::Array(parts) = event else {
+                return None;
+            };
+            let name = parts.first().and_then(crate::audit::link::text)?;
+            let max = parts.get(3).and_then(int)?;
+            Some((max.max(0) as u64, name))
+        })
+        .max_by_key(|(max, _)| *max)
 }
 
 fn ms(d: Duration) -> String {

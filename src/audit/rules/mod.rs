@@ -1,6 +1,7 @@
 //! The rules: each reads what `gather` saw and returns its findings.
 
 pub(crate) mod address;
+pub(crate) mod clock;
 pub(crate) mod cluster;
 pub(crate) mod fleet;
 pub(crate) mod latency;

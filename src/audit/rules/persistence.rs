@@ -1,19 +1,23 @@
-//! `persistence`, on a single server: what a restart loses, and how long
-//! holders keep working on locks that are gone.
+//! `persistence`: what a restart loses, and how long holders keep working
+//! on locks that are gone. On a single server every node restart; where
+//! replicas take over a dead primary, a restart faster than the deployment
+//! finds it down (a supervisor's automatic restart): the node comes back
+//! with what it saved and its replicas copy that. Judged on every node, as
+//! a replica runs on its own settings once promoted.
 
 use super::{secs, Ctx};
 use crate::audit::report::{DeploymentKind, Finding, Severity};
 
 pub(crate) fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
-    if ctx.seen.kind != DeploymentKind::Single {
-        return;
-    }
-    for node in ctx.seen.primaries() {
-        out.push(one(ctx, node));
+    if ctx.seen.kind == DeploymentKind::Single {
+        out.extend(ctx.seen.primaries().map(|node| one(ctx, node)));
+    } else {
+        out.extend(ctx.seen.nodes.iter().map(|node| one(ctx, node)));
     }
 }
 
 fn one(ctx: &Ctx<'_>, node: &crate::audit::gather::NodeSeen) -> Finding {
+    let replicated = ctx.seen.kind != DeploymentKind::Single;
     let target = node.addr.as_str();
     let aof = match node.info("aof_enabled") {
         Ok(Some(v)) => v == "1",
@@ -70,17 +74,37 @@ fn one(ctx: &Ctx<'_>, node: &crate::audit::gather::NodeSeen) -> Finding {
             .fact("aof", false)
         }
     };
+    // Replicated, a dead node is replaced; only a quick restart loses data.
+    let restart = if replicated {
+        "restarted before the deployment finds it down (a supervisor's automatic restart), this node (a primary, or this replica once promoted)"
+    } else {
+        "a restart"
+    };
+    let fix = if replicated {
+        "CONFIG SET appendonly yes (appendfsync everysec), and in redis.conf; or restart no node automatically"
+    } else {
+        "CONFIG SET appendonly yes (appendfsync everysec), and in redis.conf"
+    };
+    let copied = if replicated {
+        ", and its replicas copy that"
+    } else {
+        ""
+    };
     if save.is_empty() {
         return Finding {
-            severity: Severity::Fail,
+            severity: if replicated {
+                Severity::Warn
+            } else {
+                Severity::Fail
+            },
             ..base
         }
         .fact("rdb", false)
         .evidence("appendonly no, no RDB save points")
         .why(format!(
-            "a restart comes back empty: every lock is gone; {window}"
+            "{restart} comes back empty{copied}: every lock is gone; {window}"
         ))
-        .fix("CONFIG SET appendonly yes (appendfsync everysec), and in redis.conf");
+        .fix(fix);
     }
     let since = crate::audit::gather::info_number(node, "rdb_last_save_time")
         .and_then(|t| {
@@ -100,7 +124,7 @@ fn one(ctx: &Ctx<'_>, node: &crate::audit::gather::NodeSeen) -> Finding {
     .fact("save", save.as_str())
     .evidence(format!("appendonly no, RDB save \"{save}\"{since}"))
     .why(format!(
-        "a restart loads the last snapshot: locks taken since are gone, released ones come back until their TTL; {window}"
+        "{restart} loads the last snapshot{copied}: locks taken since are gone, released ones come back until their TTL; {window}"
     ))
-    .fix("CONFIG SET appendonly yes (appendfsync everysec), and in redis.conf")
+    .fix(fix)
 }

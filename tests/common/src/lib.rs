@@ -61,6 +61,51 @@ pub async fn drive_until<F, C>(
     .await
 }
 
+/// libfaketime, which shifts the wall clock of the process it is preloaded
+/// into (Debian package libfaketime; .ci/run installs it).
+pub fn libfaketime() -> String {
+    let arch = std::env::consts::ARCH;
+    let path = format!("/usr/lib/{arch}-linux-gnu/faketime/libfaketime.so.1");
+    assert!(
+        std::path::Path::new(&path).exists(),
+        "{path} is needed to move a process's clock (Debian package libfaketime; \
+         .ci/run installs it)"
+    );
+    path
+}
+
+/// A redis-server that runs under libfaketime: the one the tests use
+/// (`REDIS_SERVER`), unless it is linked with jemalloc, whose start-up
+/// clock reads libfaketime cannot serve (Debian's packages are): then
+/// scripts/servers.sh's build of Redis 8 (libc malloc), from its registry.
+pub fn clock_shiftable_server() -> String {
+    let current = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+    let ldd = std::process::Command::new("sh")
+        .args(["-c", &format!("ldd \"$(command -v '{current}')\"")])
+        .output()
+        .expect("ldd");
+    if !String::from_utf8_lossy(&ldd.stdout).contains("jemalloc") {
+        return current;
+    }
+    let cache = std::env::var("REDISSON_LOCK_SERVER_CACHE").unwrap_or_else(|_| {
+        format!(
+            "{}/.cache/redisson-lock/servers",
+            std::env::var("HOME").unwrap()
+        )
+    });
+    let registry = std::fs::read_to_string(format!("{cache}/servers.tsv"))
+        .unwrap_or_else(|e| panic!("{cache}/servers.tsv ({e}): run scripts/servers.sh redis-8"));
+    registry
+        .lines()
+        .find_map(|line| {
+            let fields: Vec<&str> = line.split('\t').collect();
+            (fields.first() == Some(&"redis-8")).then(|| fields[2].to_string())
+        })
+        .unwrap_or_else(|| {
+            panic!("no redis-8 in {cache}/servers.tsv: run scripts/servers.sh redis-8")
+        })
+}
+
 pub fn free_port() -> u16 {
     StdListener::bind("127.0.0.1:0")
         .unwrap()
@@ -80,6 +125,8 @@ pub struct RedisServer {
     /// A config file given before the flags (sentinels need one they can rewrite).
     config_file: Option<std::path::PathBuf>,
     extra: Vec<String>,
+    /// Added to the process's environment (an `LD_PRELOAD`, say).
+    env: Vec<(String, String)>,
 }
 
 impl RedisServer {
@@ -100,6 +147,19 @@ impl RedisServer {
         config_file: Option<std::path::PathBuf>,
         extra: &[&str],
     ) -> Self {
+        Self::start_on_free_port_with_env(config_file, extra, &[]).await
+    }
+
+    /// As `start_with`, with `env` added to the process's environment.
+    pub async fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::start_on_free_port_with_env(None, extra, env).await
+    }
+
+    async fn start_on_free_port_with_env(
+        config_file: Option<std::path::PathBuf>,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         init_tracing();
         let mut server = RedisServer {
             port: free_port(),
@@ -107,6 +167,10 @@ impl RedisServer {
             dir: topology::Scratch::new("server"),
             config_file,
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
         for _ in 0..2 {
             if server.try_spawn().await {
@@ -145,6 +209,7 @@ impl RedisServer {
             dir: topology::Scratch::new("server"),
             config_file,
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            env: vec![],
         };
         server.try_spawn().await.then_some(server)
     }
@@ -198,6 +263,7 @@ impl RedisServer {
             self.dir.0.to_str().unwrap(),
         ])
         .args(&self.extra)
+        .envs(self.env.iter().map(|(k, v)| (k, v)))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true);

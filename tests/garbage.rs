@@ -545,7 +545,7 @@ async fn semaphore_replies() {
                         .map(|p| p.map_or(0, |p| p.forget() as i64)),
                     "release" => sem.release(1).await.map(|()| 1),
                     "release_if_exists" => sem.release_if_exists(1).await.map(|b| b as i64),
-                    "guard release" => guard.unwrap().release().await.map(|()| 1),
+                    "guard release" => guard.unwrap().release().await.map(i64::from),
                     _ => sem.delete().await.map(|b| b as i64),
                 }
             })

@@ -97,7 +97,7 @@ async fn each_side_reads_the_others_holds() {
         java.ok("lock seen 5 -1").await;
         assert!(lock.is_locked().await.unwrap());
         assert!(!lock.is_held().await.unwrap());
-        let holders: Vec<(String, String, i64)> = lock
+        let holders: Vec<(String, String, u32)> = lock
             .holders()
             .await
             .unwrap()

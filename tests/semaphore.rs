@@ -77,7 +77,7 @@ async fn never_more_holders_than_permits() {
                 for _ in 0..15 {
                     let permit = plain.acquire(1).await.unwrap();
                     occupied_section(redis).await;
-                    permit.release().await.unwrap();
+                    assert_eq!(permit.release().await.unwrap(), 1);
                 }
                 for _ in 0..15 {
                     let permit = expirable
@@ -366,17 +366,30 @@ async fn expired_leases_return_their_permits() {
     let semaphore = client.permit_expirable_semaphore("expiring").unwrap();
     semaphore.try_set_permits(2).await.unwrap();
 
+    let unix_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    let before = unix_ms();
     let short = semaphore
         .acquire(1, Some(Duration::from_millis(300)))
         .await
         .unwrap();
+    let after = unix_ms();
     let long = semaphore.acquire(1, None).await.unwrap();
     let leases = semaphore.leases().await.unwrap();
     assert_eq!(leases.len(), 2);
     let never = leases.iter().find(|l| l.id == long.ids()[0]).unwrap();
-    assert_eq!(never.expires, None);
+    assert_eq!(never.expires_at_ms, None);
     let ending = leases.iter().find(|l| l.id == short.ids()[0]).unwrap();
-    assert!(ending.expires.is_some());
+    // Unix ms, as every expiry the crate reports: 300 ms after the acquire.
+    let at = ending.expires_at_ms.unwrap();
+    assert!(
+        (before + 300..=after + 300).contains(&at),
+        "{at}: {before}..{after}"
+    );
     assert_eq!(semaphore.available_permits().await.unwrap(), 0);
     assert_eq!(semaphore.acquired_permits().await.unwrap(), 2);
     assert_eq!(semaphore.permits().await.unwrap(), 2);

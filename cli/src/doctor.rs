@@ -262,7 +262,7 @@ fn orphan_read_holds(o: &ObjectSummary, out: &mut Vec<Finding>) {
         } else {
             0
         };
-        if held >= i64::from(*n) {
+        if held >= *n {
             continue;
         }
         let left = match (side.ttl_ms, side.no_ttl) {

@@ -274,9 +274,10 @@ pub fn leftovers(o: &ObjectSummary) -> usize {
     o.side_keys
         .iter()
         .filter(|side| match &side.role {
-            SideKeyRole::ReadHold { field, n } => !o.holders.iter().any(|h| {
-                format!("{}:{}", h.client_id, h.owner) == *field && h.hold_count >= i64::from(*n)
-            }),
+            SideKeyRole::ReadHold { field, n } => !o
+                .holders
+                .iter()
+                .any(|h| format!("{}:{}", h.client_id, h.owner) == *field && h.hold_count >= *n),
             _ => true,
         })
         .count()

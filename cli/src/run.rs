@@ -131,7 +131,7 @@ impl Hold {
                 loop {
                     every.tick().await;
                     match permits.set_lease(Some(*lease)).await {
-                        Ok(n) if n == permits.ids().len() => {}
+                        Ok(n) if n as usize == permits.ids().len() => {}
                         // A lease ended (or was released by someone else).
                         Ok(_) => return,
                         // Redis unreachable: the lease may still run; try again.
@@ -145,7 +145,7 @@ impl Hold {
     async fn release(self) -> Result<(), Error> {
         match self {
             Hold::Lock(guard) => guard.unlock().await.map(drop),
-            Hold::Permits(permits) => permits.release().await,
+            Hold::Permits(permits) => permits.release().await.map(drop),
             Hold::Leased(permits, _) => permits.release().await.map(drop),
         }
     }

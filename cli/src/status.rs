@@ -197,11 +197,7 @@ async fn read(client: &redisson_lock::RedissonClient, args: &StatusArgs) -> Resu
                     .into_iter()
                     .map(|l| Lease {
                         id: l.id.to_string(),
-                        expires_at_ms: l.expires.map(|at| {
-                            at.duration_since(std::time::UNIX_EPOCH)
-                                .unwrap_or_default()
-                                .as_millis() as u64
-                        }),
+                        expires_at_ms: l.expires_at_ms.map(|ms| ms.max(0) as u64),
                     })
                     .collect(),
             );

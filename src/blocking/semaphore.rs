@@ -164,14 +164,14 @@ impl Permits {
         self.held().count()
     }
 
-    /// Gives the permits back.
+    /// Gives the permits back; how many (all it holds).
     ///
     /// # Errors
     ///
     /// Those of [`crate::SemaphorePermits::release`];
     /// [`crate::Error::InsideAsyncRuntime`] (the permits are then given back
     /// in the background).
-    pub fn release(mut self) -> Result<()> {
+    pub fn release(mut self) -> Result<u32> {
         Shared::may_block()
             .then_some(())
             .ok_or(crate::Error::InsideAsyncRuntime)?;

@@ -35,8 +35,8 @@ pub struct Holder {
     pub client_id: String,
     /// Owner within that client: an owner id here, a thread id on the JVM.
     pub owner: String,
-    /// Reentrant hold count.
-    pub hold_count: i64,
+    /// Reentrant hold count (0 where the field holds no count).
+    pub hold_count: u32,
     /// Whether `client_id` is the id of the client that read the lock
     /// ([`crate::RedissonClient::id`]): the hold is this process's own.
     pub this_client: bool,

@@ -328,7 +328,7 @@ async fn read_holds(
     let mut out = vec![];
     for (field, holder) in readers {
         let prefix = naming::read_timeout_prefix(name, &field);
-        let held = holder.hold_count.clamp(0, LISTED as i64) as u32;
+        let held = holder.hold_count.min(LISTED as u32);
         let keys: Vec<String> = (1..=held).map(|n| format!("{prefix}:{n}")).collect();
         let ttls = try_join_all(
             keys.iter()

@@ -468,7 +468,9 @@ impl SemaphorePermits {
         &self.semaphore
     }
 
-    /// Gives the permits back now, waking up to that many waiters.
+    /// Gives the permits back now, waking up to that many waiters; how many
+    /// went back (all it holds; as [`ExpirablePermits::release`](crate::ExpirablePermits::release)
+    /// says how many were still leased).
     ///
     /// # Errors
     ///
@@ -484,11 +486,11 @@ impl SemaphorePermits {
     /// # async fn demo(gateway: redisson_lock::RSemaphore) -> redisson_lock::Result<()> {
     /// let permits = gateway.acquire(2).await?;
     /// // ... two concurrent calls to the payment provider ...
-    /// permits.release().await?; // wakes up to 2 waiters
+    /// assert_eq!(permits.release().await?, 2); // wakes up to 2 waiters
     /// # Ok(()) }
     /// ```
-    pub async fn release(self) -> Result<()> {
-        self.lent.settle().await.map(|_| ())
+    pub async fn release(self) -> Result<u32> {
+        self.lent.settle().await.map(|_| self.count)
     }
 
     /// Keeps the permits taken and drops the guard without giving them back

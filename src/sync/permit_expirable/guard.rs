@@ -52,10 +52,10 @@ impl ExpirablePermits {
     /// permits.release().await?;
     /// # Ok(()) }
     /// ```
-    pub async fn set_lease(&self, lease: Option<Duration>) -> Result<usize> {
+    pub async fn set_lease(&self, lease: Option<Duration>) -> Result<u32> {
         let mut moved = 0;
         for id in &self.ids {
-            moved += usize::from(self.semaphore.update_lease(*id, lease).await?);
+            moved += u32::from(self.semaphore.update_lease(*id, lease).await?);
         }
         Ok(moved)
     }
@@ -82,8 +82,9 @@ impl ExpirablePermits {
     /// println!("{returned} render slot(s) returned to the pool");
     /// # Ok(()) }
     /// ```
-    pub async fn release(self) -> Result<usize> {
-        self.lent.settle().await
+    pub async fn release(self) -> Result<u32> {
+        // At most the ids it holds, which `acquire(permits: u32)` bounds.
+        self.lent.settle().await.map(|n| n as u32)
     }
 
     /// Keeps the permits leased and drops the guard: release them later by

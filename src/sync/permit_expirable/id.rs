@@ -3,7 +3,6 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::time::SystemTime;
 
 use fred::types::Value;
 
@@ -77,9 +76,10 @@ pub struct PermitLease {
     /// The permit's id.
     #[serde(serialize_with = "as_text")]
     pub id: PermitId,
-    /// When its lease ends (wall clock); `None` for a permit that never
-    /// expires.
-    pub expires: Option<SystemTime>,
+    /// When its lease ends, in ms since the Unix epoch (the wall clock of
+    /// the client that set it, as every expiry the crate reports); `None`
+    /// for a permit that never expires.
+    pub expires_at_ms: Option<i64>,
 }
 
 fn as_text<S: serde::Serializer>(id: &PermitId, s: S) -> std::result::Result<S::Ok, S::Error> {

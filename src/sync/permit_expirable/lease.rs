@@ -3,7 +3,7 @@
 //! Redisson's, `System.currentTimeMillis()`).
 
 use std::sync::LazyLock;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 use fred::interfaces::SortedSetsInterface;
 use fred::types::Value;
@@ -51,8 +51,8 @@ impl RPermitExpirableSemaphore {
     /// # use redisson_lock::RPermitExpirableSemaphore;
     /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
     /// for lease in slots.leases().await? {
-    ///     match lease.expires {
-    ///         Some(at) => println!("slot {} leased until {at:?}", lease.id),
+    ///     match lease.expires_at_ms {
+    ///         Some(at) => println!("slot {} leased until {at} ms (Unix time)", lease.id),
     ///         None => println!("slot {} leased until released", lease.id),
     ///     }
     /// }
@@ -78,12 +78,8 @@ impl RPermitExpirableSemaphore {
                 if deadline <= now {
                     return None;
                 }
-                // Checked: the score is whatever the server said, and a
-                // platform's clock may not reach that far (then: never).
-                let expires = (deadline != NEVER)
-                    .then(|| UNIX_EPOCH.checked_add(Duration::from_millis(deadline as u64)))
-                    .flatten();
-                Some(PermitLease { id, expires })
+                let expires_at_ms = (deadline != NEVER).then_some(deadline);
+                Some(PermitLease { id, expires_at_ms })
             })
             .collect())
     }

@@ -403,7 +403,7 @@ impl RPermitExpirableSemaphore {
     /// # Ok(()) }
     /// ```
     pub async fn release(&self, ids: &[PermitId]) -> Result<()> {
-        let returned = self.try_release(ids).await?;
+        let returned = self.try_release(ids).await? as usize;
         if returned < ids.len() {
             return Err(Error::InvalidArgument(format!(
                 "{} of the permits {ids:?} of `{}` were already released or had expired",
@@ -433,15 +433,16 @@ impl RPermitExpirableSemaphore {
     /// let ids = slots.acquire(3, Some(Duration::from_secs(30))).await?.forget();
     /// // ... a slow batch of invoice PDFs ...
     /// let returned = slots.try_release(&ids).await?;
-    /// println!("{returned} returned, {} had expired already", ids.len() - returned);
+    /// println!("{returned} returned, {} had expired already", ids.len() as u32 - returned);
     /// # Ok(()) }
     /// ```
-    pub async fn try_release(&self, ids: &[PermitId]) -> Result<usize> {
+    pub async fn try_release(&self, ids: &[PermitId]) -> Result<u32> {
         if ids.is_empty() {
             return Err(Error::InvalidArgument("no permit ids to release".into()));
         }
         let _busy = self.pool.object.enter()?;
-        release(&self.pool, ids).await
+        // At most the ids given, which `acquire(permits: u32)` bounds.
+        release(&self.pool, ids).await.map(|n| n as u32)
     }
 
     /// Deletes the semaphore and its leases (Redisson's `delete`: `DEL name

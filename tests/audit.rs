@@ -358,18 +358,7 @@ async fn a_script_killable_only_after_the_renewal_is_flagged() {
         "{f:#?}"
     );
     assert!(f.why.contains("busy-reply-threshold"), "{f:#?}");
-    let raw = server.raw().await;
-    let _: Value = raw
-        .custom(
-            fred::types::CustomCommand::new_static(
-                "CONFIG",
-                fred::types::ClusterHash::Random,
-                false,
-            ),
-            vec!["SET", "lua-time-limit", "900"],
-        )
-        .await
-        .unwrap();
+    common::topology::on_node(server.port, "CONFIG", vec!["SET", "lua-time-limit", "900"]).await;
     let report = within("audit", redisson_lock::audit::audit(&config))
         .await
         .unwrap();

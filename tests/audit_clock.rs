@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use common::topology::{until, Sentinel, SERVICE};
 use common::*;
-use fred::interfaces::ClientLike;
 use redisson_lock::audit::{AuditReport, Fact, Finding, Severity};
 use redisson_lock::RedissonClient;
 
@@ -49,19 +48,15 @@ async fn a_replica_ahead_of_its_primary_and_nodes_without_persistence_are_flagge
         ],
     )
     .await;
-    let raw = ahead.raw().await;
-    let time: Vec<String> = raw
-        .custom(
-            fred::types::CustomCommand::new_static("TIME", fred::types::ClusterHash::Random, false),
-            Vec::<String>::new(),
-        )
-        .await
-        .unwrap();
+    let time = common::topology::on_node(ahead.port, "TIME", vec![]).await;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs();
-    let shifted: u64 = time[0].parse().unwrap();
+    let shifted: u64 = match &time {
+        fred::types::Value::Array(parts) => parts[0].as_u64().unwrap(),
+        other => panic!("TIME: {other:?}"),
+    };
     assert!(shifted >= now + 39, "libfaketime moved the replica's clock");
     until("every sentinel knows the third replica", || async {
         let mut all = true;

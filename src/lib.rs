@@ -93,6 +93,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod acquire;
 pub mod audit;
 #[cfg(feature = "blocking")]
 #[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
@@ -114,6 +115,7 @@ mod topology;
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
 
+pub use acquire::{Acquirable, Acquire, Bounded, UntilAcquired};
 pub use client::RedissonClient;
 pub use command::Reply;
 #[cfg(feature = "redisson-config")]
@@ -125,7 +127,6 @@ pub use engine::registry::ClientIdentity;
 pub use engine::safety::SafetyLevel;
 pub use engine::watchdog::WatchdogStats;
 pub use error::{Cause, Error, Result};
-pub use lock::acquire::{Acquirable, Acquire, Bounded, UntilAcquired};
 pub use lock::election::{Election, Leader, Leadership};
 pub use lock::fair::RFairLock;
 pub use lock::fenced::{FencedGuard, RFencedLock};

@@ -458,13 +458,14 @@ async fn semaphores_and_latches_run_under_their_acl() {
     let slots = a.permit_expirable_semaphore("app:slots").unwrap();
     assert!(slots.try_set_permits(1).await.unwrap());
     let leased = slots
-        .acquire(1, Some(Duration::from_secs(60)))
+        .acquire(1)
+        .lease(Duration::from_secs(60))
         .await
         .unwrap();
     assert_eq!(slots.leases().await.unwrap().len(), 1);
     assert!(slots.update_lease(leased.ids()[0], None).await.unwrap());
     let other = b.permit_expirable_semaphore("app:slots").unwrap();
-    let waiter = tokio::spawn(async move { other.acquire(1, None).await });
+    let waiter = tokio::spawn(async move { other.acquire(1).await });
     await_subscribers(&server, "redisson_sc:{app:slots}", 1).await;
     assert_eq!(leased.release().await.unwrap(), 1);
     let next = within("the expirable waiter", waiter)

@@ -559,7 +559,7 @@ async fn semaphore_replies() {
 #[tokio::test]
 async fn permit_expirable_replies() {
     let rig = rig(|_| {}).await;
-    let lease = Some(Duration::from_secs(60));
+    let lease = Duration::from_secs(60);
     for (i, g) in garbage::every().into_iter().enumerate() {
         let name = format!("g-pex-{i}");
         let sem = rig.client.permit_expirable_semaphore(&name).unwrap();
@@ -588,7 +588,7 @@ async fn permit_expirable_replies() {
                 .unwrap();
             rig.set(&name, "2").await;
             // A permit of its own to work on, taken before the garbage.
-            let permit = sem.acquire(1, lease).await.unwrap();
+            let permit = sem.acquire(1).lease(lease).await.unwrap();
             let id = permit.ids()[0];
             rig.proxy.rewrite(matcher, g.clone());
             let sem = sem.clone();
@@ -602,15 +602,19 @@ async fn permit_expirable_replies() {
                     "permits" => sem.permits().await,
                     "leases" => sem.leases().await.map(|l| l.len() as i64),
                     "try_acquire" => sem
-                        .try_acquire(1, lease)
+                        .acquire(1)
+                        .no_wait()
+                        .lease(lease)
                         .await
                         .map(|p| p.map_or(0, |p| p.forget().len() as i64)),
                     "try_acquire_for" => sem
-                        .try_acquire_for(5, Duration::from_millis(200), lease)
+                        .acquire(5)
+                        .wait(Duration::from_millis(200))
+                        .lease(lease)
                         .await
                         .map(|p| p.map_or(0, |p| p.forget().len() as i64)),
                     "try_release" => sem.try_release(&[id]).await.map(|n| n as i64),
-                    "update_lease" => sem.update_lease(id, lease).await.map(|b| b as i64),
+                    "update_lease" => sem.update_lease(id, Some(lease)).await.map(|b| b as i64),
                     "lease_time" => sem
                         .lease_time(id)
                         .await
@@ -740,7 +744,7 @@ async fn inspect_replies() {
         .permit_expirable_semaphore("g-inspect-pex")
         .unwrap();
     pex.try_set_permits(2).await.unwrap();
-    let _permit = pex.acquire(1, None).await.unwrap();
+    let _permit = pex.acquire(1).await.unwrap();
     for g in garbage::shapes() {
         for (what, command) in [
             ("TYPE", "TYPE"),

@@ -334,7 +334,7 @@ async fn semaphores_and_latches_wake_across_sides_on_a_cluster() {
         java.ok(&format!("pesAcquire {name} 300")).await;
         within(
             &format!("{version}: Java's lease ends"),
-            expirable.acquire(1, None),
+            expirable.acquire(1),
         )
         .await
         .unwrap()

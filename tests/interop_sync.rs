@@ -166,14 +166,14 @@ async fn expirable_permits_expire_and_release_across_sides() {
         let leases = semaphore.leases().await.unwrap();
         assert_eq!(leases.len(), 1);
         assert_eq!(leases[0].id, id, "{version}: Rust reads Java's permit id");
-        assert!(semaphore.try_acquire(1, None).await.unwrap().is_none());
+        assert!(semaphore.try_acquire(1).await.unwrap().is_none());
         assert!(semaphore
             .update_lease(id, Some(Duration::from_millis(300)))
             .await
             .unwrap());
         let rust_permit = within(
             &format!("{version}: Java's lease ends"),
-            semaphore.acquire(1, Some(Duration::from_millis(300))),
+            semaphore.acquire(1).lease(Duration::from_millis(300)),
         )
         .await
         .unwrap();
@@ -191,7 +191,7 @@ async fn expirable_permits_expire_and_release_across_sides() {
             .release(&[java_next.parse().unwrap()])
             .await
             .unwrap();
-        let ours = semaphore.acquire(1, None).await.unwrap().forget();
+        let ours = semaphore.acquire(1).await.unwrap().forget();
         java.ok(&format!("pesRelease slots {}", ours[0])).await;
         assert_eq!(java.ok("pesAvailable slots").await, "1", "{version}");
         assert_eq!(semaphore.available_permits().await.unwrap(), 1);

@@ -159,7 +159,7 @@ async fn lease_time_reads_leases_as_javas_get_lease_time() {
             "{left:?}"
         );
         // Rust's leases, read by Java: one without an end, one of 90 s.
-        let forever = slots.acquire(1, None).await.unwrap();
+        let forever = slots.acquire(1).await.unwrap();
         let forever_id = forever.ids()[0];
         assert_eq!(slots.lease_time(forever_id).await.unwrap(), None);
         assert_eq!(
@@ -169,7 +169,8 @@ async fn lease_time_reads_leases_as_javas_get_lease_time() {
             "{version}"
         );
         let timed = slots
-            .acquire(1, Some(Duration::from_secs(90)))
+            .acquire(1)
+            .lease(Duration::from_secs(90))
             .await
             .unwrap();
         let java_left: i64 = java

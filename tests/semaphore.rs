@@ -81,7 +81,8 @@ async fn never_more_holders_than_permits() {
                 }
                 for _ in 0..15 {
                     let permit = expirable
-                        .acquire(1, Some(Duration::from_secs(60)))
+                        .acquire(1)
+                        .lease(Duration::from_secs(60))
                         .await
                         .unwrap();
                     let now: i64 = redis.incr("leased-inside").await.unwrap();
@@ -185,7 +186,7 @@ async fn a_lost_wake_up_costs_at_most_the_recheck_interval() {
     let semaphore = client.semaphore("lost").unwrap();
     let expirable = client.permit_expirable_semaphore("lost-leased").unwrap();
     expirable.try_set_permits(1).await.unwrap();
-    let held = expirable.acquire(1, None).await.unwrap().forget();
+    let held = expirable.acquire(1).await.unwrap().forget();
 
     let before = scripts_run(&raw).await;
     let s = semaphore.clone();
@@ -203,7 +204,7 @@ async fn a_lost_wake_up_costs_at_most_the_recheck_interval() {
     // The subscriber's connection is killed while a permit is released: the
     // message goes nowhere, and the waiter still gets the permit.
     let e = expirable.clone();
-    let expirable_waiter = tokio::spawn(async move { e.acquire(1, None).await });
+    let expirable_waiter = tokio::spawn(async move { e.acquire(1).await });
     common::await_subscribers(&server, "redisson_sc:{lost-leased}", 1).await;
     let _: Value = raw
         .custom(
@@ -246,13 +247,7 @@ async fn a_cancelled_acquire_never_keeps_a_permit() {
 
     // Scripts loaded (a NOSCRIPT reply held back would stop the acquire).
     semaphore.acquire(1).await.unwrap().release().await.unwrap();
-    expirable
-        .acquire(1, None)
-        .await
-        .unwrap()
-        .release()
-        .await
-        .unwrap();
+    expirable.acquire(1).await.unwrap().release().await.unwrap();
 
     // The acquire runs on Redis, its reply is held back, and the caller
     // leaves: the permits it took come back.
@@ -273,7 +268,7 @@ async fn a_cancelled_acquire_never_keeps_a_permit() {
 
     proxy.stall_replies();
     let e = expirable.clone();
-    let acquire = tokio::spawn(async move { e.acquire(1, None).await });
+    let acquire = tokio::spawn(async move { e.acquire(1).await });
     common::topology::until("the expirable acquire ran on Redis", || async {
         raw.zcard::<i64, _>("{cancel-leased}:timeout")
             .await
@@ -339,7 +334,7 @@ async fn shutdown_gives_back_every_guard() {
     let expirable = client.permit_expirable_semaphore("down-leased").unwrap();
     expirable.try_set_permits(1).await.unwrap();
     let plain = semaphore.acquire(2).await.unwrap();
-    let leased = expirable.acquire(1, None).await.unwrap();
+    let leased = expirable.acquire(1).await.unwrap();
     let s = semaphore.clone();
     let waiter = tokio::spawn(async move { s.acquire(3).await });
     common::await_subscribers(&server, "redisson_sc:{down}", 1).await;
@@ -374,11 +369,12 @@ async fn expired_leases_return_their_permits() {
     };
     let before = unix_ms();
     let short = semaphore
-        .acquire(1, Some(Duration::from_millis(300)))
+        .acquire(1)
+        .lease(Duration::from_millis(300))
         .await
         .unwrap();
     let after = unix_ms();
-    let long = semaphore.acquire(1, None).await.unwrap();
+    let long = semaphore.acquire(1).await.unwrap();
     let leases = semaphore.leases().await.unwrap();
     assert_eq!(leases.len(), 2);
     let never = leases.iter().find(|l| l.id == long.ids()[0]).unwrap();
@@ -397,7 +393,7 @@ async fn expired_leases_return_their_permits() {
     // No message announces an ending lease: the waiter wakes when it ends.
     let next = within(
         "a permit from an ended lease",
-        semaphore.acquire(1, Some(Duration::from_secs(60))),
+        semaphore.acquire(1).lease(Duration::from_secs(60)),
     )
     .await
     .unwrap();
@@ -454,7 +450,7 @@ async fn bad_input_is_refused_and_touches_nothing() {
 
     let expirable = client.permit_expirable_semaphore("bad-leased").unwrap();
     assert!(invalid(
-        expirable.acquire(1, Some(Duration::ZERO)).await.map(|_| ())
+        expirable.acquire(1).lease(Duration::ZERO).await.map(|_| ())
     ));
     assert!(invalid(expirable.try_release(&[]).await));
     assert!(invalid(expirable.try_set_permits(0).await));
@@ -475,7 +471,7 @@ async fn bad_input_is_refused_and_touches_nothing() {
     }
     let wrong = client.permit_expirable_semaphore("jobs").unwrap();
     assert!(matches!(
-        wrong.try_acquire(1, None).await,
+        wrong.try_acquire(1).await,
         Err(Error::WrongType { .. })
     ));
     assert_eq!(
@@ -491,4 +487,69 @@ async fn bad_input_is_refused_and_touches_nothing() {
         client.permit_expirable_semaphore(""),
         Err(Error::InvalidArgument(_))
     ));
+}
+
+/// `acquire(n).kept_alive()`: leased for the watchdog timeout (2 s here) and
+/// renewed every third of it, so the permits outlive several leases while
+/// held; a renewal that finds one gone makes the guard lost; forgotten (as
+/// a crash leaves them), they come back within the lease. A fixed lease is
+/// lost at its end; permits without one never are.
+#[tokio::test]
+async fn kept_alive_permits_are_renewed_and_tell_when_lost() {
+    let server = RedisServer::start().await;
+    let client = connect(&server.url(), Duration::from_millis(200)).await;
+    let slots = client.permit_expirable_semaphore("kept").unwrap();
+    slots.try_set_permits(2).await.unwrap();
+
+    let kept = slots.acquire(1).kept_alive().await.unwrap();
+    let id = kept.ids()[0];
+    let first = slots.lease_time(id).await.unwrap().unwrap();
+    assert!(first <= Duration::from_secs(2), "{first:?}");
+    // Three watchdog cycles: 2 s in all, the whole first lease.
+    let mut updates = client.watchdog_updates();
+    let cycles = client.watchdog_stats().cycles;
+    within(
+        "three renewal cycles",
+        updates.wait_for(|s| s.cycles >= cycles + 3),
+    )
+    .await
+    .unwrap();
+    assert!(
+        slots.lease_time(id).await.unwrap().is_some(),
+        "still leased"
+    );
+    assert!(!kept.is_lost() && !kept.is_at_risk());
+    assert_eq!(slots.available_permits().await.unwrap(), 1);
+
+    // Released by id behind its back (as another client may): the next
+    // renewal says lost.
+    slots.release(&[id]).await.unwrap();
+    within("lost", kept.lost()).await;
+    assert!(kept.is_lost());
+    drop(kept);
+
+    // Forgotten kept-alive permits are renewed no more: back within the
+    // lease, with no release at all.
+    let forgotten = within("two permits", slots.acquire(2).kept_alive())
+        .await
+        .unwrap()
+        .forget();
+    assert_eq!(forgotten.len(), 2);
+    let back = within("the forgotten permits' lease ends", slots.acquire(2))
+        .await
+        .unwrap();
+    assert_eq!(back.release().await.unwrap(), 2);
+
+    // A fixed lease is lost at its end; permits without a lease never are.
+    let fixed = within(
+        "one permit",
+        slots.acquire(1).lease(Duration::from_millis(300)),
+    )
+    .await
+    .unwrap();
+    let forever = within("another", slots.acquire(1)).await.unwrap();
+    within("the fixed lease's end", fixed.lost()).await;
+    assert!(!forever.is_lost());
+    assert_eq!(forever.release().await.unwrap(), 1);
+    client.shutdown().await;
 }

@@ -170,9 +170,9 @@ async fn spawn_each(
         pes.acquired_permits().await;
         pes.permits().await;
         pes.leases().await;
-        pes.acquire(1, Some(D)).await;
-        pes.try_acquire(1, None).await;
-        pes.try_acquire_for(1, D, None).await;
+        pes.acquire(1).lease(D).await;
+        pes.try_acquire(1).await;
+        pes.try_acquire_for(1, D).await;
         pes.release(&[id]).await;
         pes.try_release(&[id]).await;
         pes.update_lease(id, None).await;

@@ -24,8 +24,9 @@ pub struct Args {
     conflict_exit_code: u8,
     /// A lock: hold for this lease instead of renewing with the watchdog
     /// (the lock then expires after it). An expirable semaphore's permits:
-    /// each is leased for this long and renewed while the command runs, so
-    /// the permits of a crashed run come back within it.
+    /// each is leased for this long and renewed by the watchdog every third
+    /// of it while the command runs, so the permits of a crashed run come
+    /// back within it (default: --watchdog-timeout).
     #[arg(long, value_parser = parse_duration)]
     lease: Option<Duration>,
     /// After a loss, the command gets SIGTERM, then SIGKILL if it has not
@@ -70,8 +71,9 @@ struct KindArgs {
     #[arg(long, value_name = "N")]
     semaphore: Option<u32>,
     /// N permits of the permit-expirable semaphore NAME
-    /// (`getPermitExpirableSemaphore`), leased for --lease.
-    #[arg(long, value_name = "N", requires = "lease")]
+    /// (`getPermitExpirableSemaphore`), leased for --lease and kept alive
+    /// while the command runs.
+    #[arg(long, value_name = "N")]
     expirable_semaphore: Option<u32>,
 }
 
@@ -112,33 +114,17 @@ impl From<&ElectArgs> for Args {
 enum Hold {
     Lock(LockGuard),
     Permits(SemaphorePermits),
-    Leased(ExpirablePermits, Duration),
+    Leased(ExpirablePermits),
 }
 
 impl Hold {
-    /// Resolves when the hold is lost: a lock's lost signal, or an
-    /// expirable lease found ended at a renewal. Never for plain permits.
+    /// Resolves when the hold is lost: a lock's lost signal, or kept-alive
+    /// permits' (a renewal found a lease ended). Never for plain permits.
     async fn lost(&self) {
         match self {
             Hold::Lock(guard) => guard.lost().await,
             Hold::Permits(_) => std::future::pending().await,
-            Hold::Leased(permits, lease) => {
-                // Renew a third of the way through each lease, as a watchdog.
-                let mut every = tokio::time::interval_at(
-                    tokio::time::Instant::now() + *lease / 3,
-                    (*lease / 3).max(Duration::from_millis(1)),
-                );
-                loop {
-                    every.tick().await;
-                    match permits.set_lease(Some(*lease)).await {
-                        Ok(n) if n as usize == permits.ids().len() => {}
-                        // A lease ended (or was released by someone else).
-                        Ok(_) => return,
-                        // Redis unreachable: the lease may still run; try again.
-                        Err(_) => {}
-                    }
-                }
-            }
+            Hold::Leased(permits) => permits.lost().await,
         }
     }
 
@@ -146,7 +132,7 @@ impl Hold {
         match self {
             Hold::Lock(guard) => guard.unlock().await.map(drop),
             Hold::Permits(permits) => permits.release().await.map(drop),
-            Hold::Leased(permits, _) => permits.release().await.map(drop),
+            Hold::Leased(permits) => permits.release().await.map(drop),
         }
     }
 }
@@ -203,20 +189,19 @@ async fn acquire(
         }
         .map(Hold::Permits)
     } else if let Some(n) = k.expirable_semaphore {
-        let lease = args
-            .lease
-            .ok_or_else(|| Error::InvalidArgument("--expirable-semaphore needs --lease".into()))?;
+        // Kept alive by the client's watchdog, whose timeout is --lease
+        // here (see `run`).
         let semaphore = client.permit_expirable_semaphore(&args.name)?;
         warn_if_unset(client, &args.name, args.wait).await;
         let permits = match args.wait {
-            Some(wait) if wait.is_zero() => semaphore.try_acquire(n, Some(lease)).await?,
-            Some(wait) => semaphore.try_acquire_for(n, wait, Some(lease)).await?,
-            None => Some(semaphore.acquire(n, Some(lease)).await?),
+            Some(wait) if wait.is_zero() => semaphore.acquire(n).no_wait().kept_alive().await?,
+            Some(wait) => semaphore.acquire(n).wait(wait).kept_alive().await?,
+            None => Some(semaphore.acquire(n).kept_alive().await?),
         };
         permits.map(|permits| {
             let ids: Vec<String> = permits.ids().iter().map(|id| id.to_string()).collect();
             env.push(("REDISSON_LOCK_PERMIT_IDS", ids.join(",")));
-            Hold::Leased(permits, lease)
+            Hold::Leased(permits)
         })
     } else {
         lock!(client.lock(&args.name)?).map(Hold::Lock)
@@ -248,6 +233,11 @@ pub async fn run(cli: &Cli, args: &Args) -> Result<u8, String> {
         );
     }
     let mut config = crate::settings(cli)?;
+    // Expirable permits are kept alive by the watchdog: --lease is its
+    // timeout for this run, which holds nothing else.
+    if let (Some(_), Some(lease)) = (args.kind.expirable_semaphore, args.lease) {
+        config.lock_watchdog_timeout = lease;
+    }
     // Named in the registry by the command it runs: `inspect` shows
     // "redisson-lock run on host pid N" with `command=...`.
     config

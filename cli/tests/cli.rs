@@ -236,10 +236,11 @@ async fn status_reads_semaphores_and_latches() {
     let slots = owner.permit_expirable_semaphore("slots").unwrap();
     slots.try_set_permits(2).await.unwrap();
     let leased = slots
-        .acquire(1, Some(Duration::from_secs(600)))
+        .acquire(1)
+        .lease(Duration::from_secs(600))
         .await
         .unwrap();
-    let forever = slots.acquire(1, None).await.unwrap();
+    let forever = slots.acquire(1).await.unwrap();
     let seen = json(vec!["status", "slots"]).await;
     assert_eq!(seen["kind"], "expirable-semaphore");
     assert_eq!(seen["permits_available"], 0);

@@ -69,7 +69,8 @@ async fn ls_and_inspect_show_every_kind_of_object() {
     let slots = owner.permit_expirable_semaphore("slots").unwrap();
     slots.try_set_permits(2).await.unwrap();
     let leased = slots
-        .acquire(1, Some(Duration::from_secs(600)))
+        .acquire(1)
+        .lease(Duration::from_secs(600))
         .await
         .unwrap();
     let latch = owner.count_down_latch("loaded").unwrap();
@@ -1025,9 +1026,9 @@ async fn errors_are_one_line_and_say_what_went_wrong() {
         (vec!["ls", "--count", "0"], 2, "0 is not in 1.."),
         (vec!["inspect", ""], 2, "object name is empty"),
         (
-            vec!["run", "--expirable-semaphore", "1", "x", "--", "true"],
+            vec!["run", "--expirable-semaphore", "0", "x", "--", "true"],
             2,
-            "--lease",
+            "permits must be between 1 and",
         ),
         (vec!["top"], 2, "top needs a terminal"),
     ] {

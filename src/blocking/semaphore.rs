@@ -1,6 +1,7 @@
 //! [`Semaphore`]: Redisson's `RSemaphore`, blocking; [`Permits`], what an
 //! acquisition holds.
 
+use std::future::IntoFuture;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,7 +54,9 @@ impl Semaphore {
     ///
     /// Those of [`crate::RSemaphore::acquire`]; [`crate::Error::InsideAsyncRuntime`].
     pub fn acquire(&self, permits: u32) -> Result<Permits> {
-        let taken = self.shared.block_on(self.inner.acquire(permits))??;
+        let taken = self
+            .shared
+            .block_on(self.inner.acquire(permits).into_future())??;
         Ok(self.permits(taken))
     }
 

@@ -84,11 +84,18 @@ pub(crate) struct LeaseState {
 impl LeaseState {
     pub(crate) fn new() -> Self {
         let now = Instant::now();
+        Self::with_deadline(now, now + MAX_LEASE)
+    }
+
+    /// Granted by a command sent at `sent_at` that set a TTL of `lease`
+    /// (a loan of permits: nothing renews before it is made).
+    pub(crate) fn granted(sent_at: Instant, lease: Duration) -> Self {
+        Self::with_deadline(sent_at, expires_by(sent_at, lease))
+    }
+
+    fn with_deadline(sent_at: Instant, at: Instant) -> Self {
         LeaseState {
-            deadline: Mutex::new(Deadline {
-                sent_at: now,
-                at: now + MAX_LEASE,
-            }),
+            deadline: Mutex::new(Deadline { sent_at, at }),
             at_risk: AtomicBool::new(false),
             lost: AtomicBool::new(false),
             gone: AtomicBool::new(false),

@@ -4,6 +4,11 @@
 //! holder releases it, or at the client's shutdown, exactly once. A guard
 //! holds its loan through a [`Lent`], which does the giving back on drop.
 //!
+//! A loan whose permits expire on Redis has a lease, as a held lock does:
+//! a deadline the lost signal watches ([`LeaseState`]), fixed at the grant,
+//! or moved by the watchdog each cycle for a loan kept alive
+//! ([`renew_kept_alive`]).
+//!
 //! [`detached`] is the other half: an acquire attempt runs as its own task,
 //! so if its caller stops waiting mid-attempt the attempt still completes,
 //! and the guard it produced, which nobody receives, is dropped, which gives
@@ -13,10 +18,14 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
+use futures::StreamExt;
 use parking_lot::Mutex;
+use tokio::time::Instant;
 
+use crate::engine::lease::{LeaseState, LostSignal};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 
@@ -24,12 +33,31 @@ use crate::error::{Error, Result};
 /// many permits went back.
 type GiveBack = Box<dyn Fn() -> BoxFuture<'static, Result<usize>> + Send + Sync>;
 
+/// How a kept-alive loan is renewed: a future that moves every permit's
+/// lease to the given length from now, with how many were still leased.
+pub(crate) type Renew = Box<dyn Fn(Duration) -> BoxFuture<'static, Result<usize>> + Send + Sync>;
+
+/// How long a loan's permits stay taken on Redis.
+pub(crate) enum LoanLease {
+    /// Until given back.
+    Forever,
+    /// For this long from the grant, never renewed.
+    Fixed(Duration),
+    /// For the watchdog timeout, renewed by the watchdog every third of it
+    /// until given back; `expected` permits are renewed each time.
+    KeptAlive { renew: Renew, expected: usize },
+}
+
 /// One loan. Given back at most once.
 pub(crate) struct Loan {
     engine: Arc<Engine>,
     id: u64,
     settled: AtomicBool,
     give_back: GiveBack,
+    /// When the permits expire on Redis, and whether they are known gone.
+    lease: Arc<LeaseState>,
+    /// Set for a loan the watchdog keeps alive.
+    renew: Option<(Renew, usize)>,
 }
 
 /// The loans a client has open, for its shutdown.
@@ -52,20 +80,81 @@ impl Loans {
     pub(crate) fn len(&self) -> usize {
         self.open.lock().len()
     }
+
+    /// Open loans the watchdog keeps alive.
+    fn kept_alive(&self) -> Vec<Arc<Loan>> {
+        self.all()
+            .into_iter()
+            .filter(|loan| loan.renew.is_some() && !loan.lease.is_gone())
+            .collect()
+    }
+}
+
+/// One renewal of every kept-alive loan, side by side up to one per write
+/// connection (each its own script: one per guard). A loan whose permits are not all still leased is
+/// lost (an ended lease, or a release by id elsewhere); one whose renewal
+/// failed is at risk until a renewal succeeds, and lost at its deadline.
+/// The renewal sets the same deadline if run twice, so a reply lost in a
+/// timeout is simply renewed again next cycle.
+pub(crate) async fn renew_kept_alive(engine: &Engine) {
+    let lease = engine.config.lock_watchdog_timeout;
+    let loans = engine.loans.kept_alive();
+    let renewals = futures::stream::iter(loans.into_iter().map(|loan| async move {
+        let Some((renew, expected)) = &loan.renew else {
+            return;
+        };
+        let sent_at = Instant::now();
+        match renew(lease).await {
+            // Given back meanwhile: its permits are gone by design.
+            _ if !loan.is_open() => {}
+            Ok(still) if still >= *expected => loan.lease.confirm(sent_at, lease),
+            Ok(still) => {
+                if loan.lease.mark_gone() {
+                    tracing::warn!(
+                        still,
+                        expected,
+                        "kept-alive permits found expired or released elsewhere: lost"
+                    );
+                }
+            }
+            Err(e) => {
+                if loan.lease.mark_at_risk() {
+                    tracing::warn!(error = %e, "renewing kept-alive permits failed: at risk");
+                }
+            }
+        }
+    }));
+    renewals
+        .buffer_unordered(engine.writer_count().max(1))
+        .for_each(|()| async {})
+        .await;
 }
 
 impl Loan {
-    /// Records a loan; `give_back` returns it.
+    /// Records a loan granted by a request first sent at `granted_at`;
+    /// `give_back` returns it.
     pub(crate) fn open(
         engine: &Arc<Engine>,
         give_back: impl Fn() -> BoxFuture<'static, Result<usize>> + Send + Sync + 'static,
+        lease: LoanLease,
+        granted_at: Instant,
     ) -> Arc<Loan> {
         let id = engine.loans.next.fetch_add(1, Ordering::Relaxed);
+        let (lasts, renew) = match lease {
+            LoanLease::Forever => (FOREVER, None),
+            LoanLease::Fixed(lease) => (lease, None),
+            LoanLease::KeptAlive { renew, expected } => {
+                (engine.config.lock_watchdog_timeout, Some((renew, expected)))
+            }
+        };
+        let state = Arc::new(LeaseState::granted(granted_at, lasts));
         let loan = Arc::new(Loan {
             engine: engine.clone(),
             id,
             settled: AtomicBool::new(false),
             give_back: Box::new(give_back),
+            lease: state,
+            renew,
         });
         engine.loans.open.lock().insert(id, Arc::downgrade(&loan));
         loan
@@ -136,17 +225,34 @@ impl Loan {
     }
 }
 
+/// The deadline of permits that never expire: far enough that no lost
+/// signal ever fires for them (a century; `Instant` arithmetic stays in range).
+const FOREVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 /// A guard's loan: given back when the guard is dropped (in the
 /// background), unless it was settled or forgotten first.
 pub(crate) struct Lent(Arc<Loan>);
 
 impl Lent {
-    /// Opens a loan that `give_back` returns.
+    /// Opens a loan that `give_back` returns (see [`Loan::open`]).
     pub(crate) fn open(
         engine: &Arc<Engine>,
         give_back: impl Fn() -> BoxFuture<'static, Result<usize>> + Send + Sync + 'static,
+        lease: LoanLease,
+        granted_at: Instant,
     ) -> Self {
-        Lent(Loan::open(engine, give_back))
+        Lent(Loan::open(engine, give_back, lease, granted_at))
+    }
+
+    /// Fires when the permits are known gone from Redis, or their lease
+    /// deadline passed without a confirmed renewal.
+    pub(crate) fn lost_signal(&self) -> LostSignal {
+        LostSignal::new(self.0.lease.clone())
+    }
+
+    /// Whether the last renewal failed (or the permits are lost).
+    pub(crate) fn is_at_risk(&self) -> bool {
+        self.0.lease.is_at_risk()
     }
 
     /// Gives it back now (see [`Loan::settle`]).

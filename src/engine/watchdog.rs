@@ -3,6 +3,8 @@
 //! kind: up to `lockWatchdogBatchSize` holds per script, one renewal per
 //! script (each kind names its own: Redisson's LockTask for hash fields, its
 //! ReadLockTask for read holds), and on a cluster one hash slot per script.
+//! Permits taken to be kept alive are renewed on the same timer
+//! (`engine::loan`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
@@ -87,7 +89,11 @@ pub(crate) async fn run(
         if !brought_forward {
             crate::engine::registry::refresh_in_background(&engine);
         }
-        renew_all(&engine).await;
+        // Kept-alive permits on the same timer, beside the locks.
+        futures::join!(
+            renew_all(&engine),
+            crate::engine::loan::renew_kept_alive(&engine)
+        );
     }
 }
 

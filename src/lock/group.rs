@@ -25,6 +25,8 @@ use std::time::Duration;
 use fred::interfaces::HashesInterface;
 use fred::types::Value;
 
+use crate::acquire::sealed::{Sealed, Until, Within};
+use crate::acquire::{Acquirable, Acquire, BoxFuture};
 use crate::engine::hub::{Wake, UNLOCK_MESSAGE};
 use crate::engine::kind::{Call, LockKind, Renewal};
 use crate::engine::lease::LostSignal;
@@ -32,8 +34,6 @@ use crate::engine::raw::RawLock;
 use crate::engine::script::{self, Latch, Script, ScriptCall};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::lock::acquire::sealed::{Sealed, Until, Within};
-use crate::lock::acquire::{Acquirable, Acquire, BoxFuture};
 use crate::lock::{LockGuard, Unlocked};
 use crate::naming;
 use crate::owner::OwnerId;
@@ -502,6 +502,7 @@ impl std::fmt::Debug for RGroupLock {
 }
 
 impl Sealed for RGroupLock {}
+impl crate::acquire::sealed::Leasable for RGroupLock {}
 
 impl Acquirable for RGroupLock {
     type Guard = LockGuard;

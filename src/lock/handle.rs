@@ -13,11 +13,11 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::acquire::sealed::{Until, Within};
+use crate::acquire::{Acquirable, Acquire, Bounded, BoxFuture, UntilAcquired};
 use crate::engine::raw::RawLock;
 use crate::engine::Engine;
 use crate::error::Result;
-use crate::lock::acquire::sealed::{Until, Within};
-use crate::lock::acquire::{Acquirable, Acquire, Bounded, BoxFuture, UntilAcquired};
 use crate::lock::{Holder, Ttl, Unlocked};
 use crate::owner::OwnerId;
 
@@ -561,12 +561,15 @@ impl<'a, K: Kind> Acquire<'a, Lock<K>, Bounded> {
         let terms = Within {
             lease: self.lease,
             wait: self.wait.0,
+            permits: 1,
+            kept_alive: false,
         };
         run_within(&self.target.raw, terms, work).await
     }
 }
 
-impl<K: Kind> crate::lock::acquire::sealed::Sealed for Lock<K> {}
+impl<K: Kind> crate::acquire::sealed::Sealed for Lock<K> {}
+impl<K: Kind> crate::acquire::sealed::Leasable for Lock<K> {}
 
 impl<K: Kind> Acquirable for Lock<K> {
     type Guard = K::Guard;

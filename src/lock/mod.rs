@@ -4,7 +4,6 @@
 //! `read_write.rs`) holds its alias, its `LockKind` for the engine (scripts,
 //! keys, channel) and what only it has. One guard, [`LockGuard`], for all.
 
-pub(crate) mod acquire;
 pub(crate) mod election;
 pub(crate) mod fair;
 pub(crate) mod fenced;

@@ -24,10 +24,10 @@ use std::time::Duration;
 use futures::future::join_all;
 use tokio::time::Instant;
 
+use crate::acquire::sealed::{Sealed, Until, Within};
+use crate::acquire::{Acquirable, Acquire, BoxFuture};
 use crate::engine::lease::LostSignal;
 use crate::error::{Error, Result};
-use crate::lock::acquire::sealed::{Sealed, Until, Within};
-use crate::lock::acquire::{Acquirable, Acquire, BoxFuture};
 use crate::lock::rlock::RLock;
 use crate::lock::{LockGuard, Unlocked};
 
@@ -234,6 +234,8 @@ impl RMultiLock {
                 let terms = Within {
                     lease: member_lease,
                     wait,
+                    permits: 1,
+                    kept_alive: false,
                 };
                 // Boxed (by the trait): a member's acquisition is a whole
                 // lock's future; inline it would push a caller's async fn past
@@ -382,6 +384,7 @@ impl MultiGuard {
 }
 
 impl Sealed for RMultiLock {}
+impl crate::acquire::sealed::Leasable for RMultiLock {}
 
 impl Acquirable for RMultiLock {
     type Guard = MultiGuard;

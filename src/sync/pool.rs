@@ -25,7 +25,7 @@ use futures::future::BoxFuture;
 use tokio::time::Instant;
 
 use crate::engine::hub::Wake;
-use crate::engine::loan::{detached, Lent};
+use crate::engine::loan::{detached, Lent, LoanLease};
 use crate::engine::object::Object;
 use crate::engine::request::Request;
 use crate::engine::safety::Synced;
@@ -153,7 +153,8 @@ impl Pool {
 
     /// One attempt to take permits, sent as a replayable request: `build`
     /// makes the kind's acquire call, `answer` reads its reply. What was
-    /// granted becomes a loan that `give_back` returns; a grant the replicas
+    /// granted becomes a loan that `give_back` returns, expiring on Redis as
+    /// `lease` says; a grant the replicas
     /// did not confirm is given back at once and is an error (Redisson's
     /// NoSyncedSlaves handling): a failover now would hand it out again.
     pub(crate) async fn take(
@@ -161,6 +162,7 @@ impl Pool {
         build: impl Fn(&Latch) -> ScriptCall + Sync,
         answer: impl FnOnce(&Value) -> Result<Answer>,
         give_back: impl Fn() -> BoxFuture<'static, Result<usize>> + Send + Sync + 'static,
+        lease: LoanLease,
     ) -> Result<Taken<Lent>> {
         let sent = self
             .object
@@ -169,7 +171,7 @@ impl Pool {
         if let Answer::Refused(pause) = answer(&sent.reply)? {
             return Ok(Taken::Not(pause));
         }
-        let lent = Lent::open(self.engine(), give_back);
+        let lent = Lent::open(self.engine(), give_back, lease, sent.first_sent);
         if let short @ Synced::Short { .. } = sent.synced {
             let _ = lent.settle().await;
             return Err(self

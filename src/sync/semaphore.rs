@@ -15,7 +15,9 @@ use std::time::Duration;
 use fred::interfaces::KeysInterface;
 use tokio::time::Instant;
 
-use crate::engine::loan::Lent;
+use crate::acquire::sealed::{Sealed, Until, Within};
+use crate::acquire::{Acquirable, Acquire, BoxFuture};
+use crate::engine::loan::{Lent, LoanLease};
 use crate::engine::script::{self, Script, ScriptCall};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -220,13 +222,21 @@ impl RSemaphore {
     /// `acquire(permits)`). Waiters sleep until a release announces permits
     /// (up to `n` waiters per release of `n`), or at most
     /// [`crate::Config::recheck_interval`] before they look again, so a lost
-    /// message never leaves one waiting forever.
+    /// message never leaves one waiting forever. An [`Acquire`] builder, as
+    /// a lock's `acquire()`: awaited, it waits as long as it takes;
+    /// [`Acquire::wait`] and [`Acquire::no_wait`] bound the wait (the
+    /// result is then an `Option`).
     ///
     /// ```no_run
+    /// # use std::time::Duration;
     /// # async fn demo(semaphore: redisson_lock::RSemaphore) -> redisson_lock::Result<()> {
     /// let permits = semaphore.acquire(2).await?;
     /// assert_eq!(permits.count(), 2);
     /// drop(permits); // given back in the background
+    /// // The same builder as a lock's: one try, or a bounded wait.
+    /// if let Some(one) = semaphore.acquire(1).wait(Duration::from_secs(2)).await? {
+    ///     one.release().await?;
+    /// }
     /// # Ok(()) }
     /// ```
     ///
@@ -241,9 +251,8 @@ impl RSemaphore {
     /// Cancel-safe: a dropped `acquire` never keeps a permit. An attempt in
     /// flight when it is dropped completes in the background, and gives back
     /// whatever it took.
-    pub async fn acquire(&self, permits: u32) -> Result<SemaphorePermits> {
-        let permits = permits_arg(permits)?;
-        self.pool.wait(|| take(self.clone(), permits)).await
+    pub fn acquire(&self, permits: u32) -> Acquire<'_, RSemaphore> {
+        Acquire::of_permits(self, permits)
     }
 
     /// Takes `permits` if that many are available now (Redisson's
@@ -268,8 +277,7 @@ impl RSemaphore {
     /// # Ok(()) }
     /// ```
     pub async fn try_acquire(&self, permits: u32) -> Result<Option<SemaphorePermits>> {
-        let permits = permits_arg(permits)?;
-        self.pool.try_once(take(self.clone(), permits)).await
+        self.acquire(permits).no_wait().await
     }
 
     /// Takes `permits`, waiting at most `wait` (Redisson's
@@ -299,12 +307,7 @@ impl RSemaphore {
         permits: u32,
         wait: Duration,
     ) -> Result<Option<SemaphorePermits>> {
-        let permits = permits_arg(permits)?;
-        // A deadline too far to represent is no deadline.
-        let deadline = Instant::now().checked_add(wait);
-        self.pool
-            .wait_for(deadline, || take(self.clone(), permits))
-            .await
+        self.acquire(permits).wait(wait).await
     }
 
     /// Returns `permits` to the semaphore, creating it if needed, and wakes
@@ -391,6 +394,35 @@ impl fmt::Debug for RSemaphore {
     }
 }
 
+impl Sealed for RSemaphore {}
+
+impl Acquirable for RSemaphore {
+    type Guard = SemaphorePermits;
+
+    fn acquire_until(&self, terms: Until) -> BoxFuture<'_, Result<SemaphorePermits>> {
+        Box::pin(async move {
+            let permits = permits_arg(terms.permits)?;
+            self.pool.wait(|| take(self.clone(), permits)).await
+        })
+    }
+
+    fn acquire_within(&self, terms: Within) -> BoxFuture<'_, Result<Option<SemaphorePermits>>> {
+        Box::pin(async move {
+            let permits = permits_arg(terms.permits)?;
+            match terms.wait {
+                None => self.pool.try_once(take(self.clone(), permits)).await,
+                Some(wait) => {
+                    // A deadline too far to represent is no deadline.
+                    let deadline = Instant::now().checked_add(wait);
+                    self.pool
+                        .wait_for(deadline, || take(self.clone(), permits))
+                        .await
+                }
+            }
+        })
+    }
+}
+
 /// One acquire attempt (see [`Pool::take`]).
 async fn take(semaphore: RSemaphore, permits: i64) -> Result<Taken<SemaphorePermits>> {
     let pool = semaphore.pool.clone();
@@ -416,6 +448,8 @@ async fn take(semaphore: RSemaphore, permits: i64) -> Result<Taken<SemaphorePerm
                     Ok(permits as usize)
                 })
             },
+            // A plain semaphore's permits never expire.
+            LoanLease::Forever,
         )
         .await?;
     Ok(taken.map(|lent| SemaphorePermits {

@@ -18,6 +18,8 @@ use crate::sync::pool::flag;
 /// Returns every ended lease first: never batched.
 static LEASE_TIME: LazyLock<Script> =
     LazyLock::new(|| Script::walking(include_str!("../../../lua/permit_expirable/lease_time.lua")));
+static RENEW: LazyLock<Script> =
+    LazyLock::new(|| Script::walking(include_str!("../../../lua/permit_expirable/renew.lua")));
 static UPDATE_LEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::walking(include_str!(
         "../../../lua/permit_expirable/update_lease.lua"
@@ -36,6 +38,25 @@ pub(super) fn deadline(lease: Option<Duration>) -> Result<i64> {
 }
 
 impl RPermitExpirableSemaphore {
+    /// Moves the leases of `ids` to `lease` from now, in one script; how
+    /// many were still leased. The watchdog's renewal of kept-alive permits.
+    pub(super) async fn renew(&self, ids: &[PermitId], lease: Duration) -> Result<usize> {
+        let object = &self.pool.object;
+        let _busy = object.enter()?;
+        let mut args: Vec<Value> = vec![
+            deadline(Some(lease))?.into(),
+            now_ms().into(),
+            self.pool.publish().into(),
+        ];
+        args.extend(ids.iter().map(|id| id.to_value()));
+        let keys = vec![self.name().into(), self.leases_key(), self.channel()];
+        let reply = object.run(object.call(&RENEW, keys, args)).await?;
+        match script::as_i64(&reply) {
+            Some(moved) if moved >= 0 => Ok(moved as usize),
+            _ => Err(script::unexpected("renew", &reply)),
+        }
+    }
+
     /// Every permit leased now, with its lease's end, earliest first
     /// (expired leases not yet returned are left out).
     ///
@@ -101,7 +122,7 @@ impl RPermitExpirableSemaphore {
     /// # use std::time::Duration;
     /// # use redisson_lock::RPermitExpirableSemaphore;
     /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
-    /// let permit = slots.acquire(1, Some(Duration::from_secs(60))).await?;
+    /// let permit = slots.acquire(1).lease(Duration::from_secs(60)).await?;
     /// let id = permit.ids()[0];
     /// // The year-end statement runs long: 5 more minutes from now.
     /// if !slots.update_lease(id, Some(Duration::from_secs(300))).await? {
@@ -139,7 +160,7 @@ impl RPermitExpirableSemaphore {
     /// # use std::time::Duration;
     /// # use redisson_lock::RPermitExpirableSemaphore;
     /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
-    /// let permit = slots.acquire(1, Some(Duration::from_secs(60))).await?;
+    /// let permit = slots.acquire(1).lease(Duration::from_secs(60)).await?;
     /// if let Some(left) = slots.lease_time(permit.ids()[0]).await? {
     ///     println!("render slot leased for {left:?} more");
     /// }

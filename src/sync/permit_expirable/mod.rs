@@ -23,6 +23,8 @@ use std::time::Duration;
 use fred::types::Value;
 use tokio::time::Instant;
 
+use crate::acquire::sealed::{Leasable, Sealed, Until, Within};
+use crate::acquire::{Acquirable, Acquire, BoxFuture};
 use crate::engine::script::{self, Script};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -57,7 +59,7 @@ static ADD_PERMITS: LazyLock<Script> = LazyLock::new(|| {
 /// # async fn demo(client: redisson_lock::RedissonClient) -> redisson_lock::Result<()> {
 /// let slots = client.permit_expirable_semaphore("render-slots")?;
 /// slots.try_set_permits(8).await?;
-/// let permit = slots.acquire(1, Some(Duration::from_secs(60))).await?;
+/// let permit = slots.acquire(1).lease(Duration::from_secs(60)).await?;
 /// println!("rendering under permit {}", permit.ids()[0]);
 /// permit.release().await?; // or drop it; or let the lease end
 /// # Ok(()) }
@@ -282,8 +284,13 @@ impl RPermitExpirableSemaphore {
         object.run(object.call(script, keys, args)).await
     }
 
-    /// Takes `permits`, each leased for `lease` (`None`: never expires),
-    /// waiting as long as it takes (Redisson's `acquire(permits, lease)`).
+    /// Takes `permits`, waiting as long as it takes (Redisson's
+    /// `acquire(permits)`): an [`Acquire`] builder, as a lock's `acquire()`.
+    /// Without more, the permits never expire; [`Acquire::lease`] leases
+    /// each for a time (Redisson's `acquire(permits, lease)`), and
+    /// [`Acquire::kept_alive`] for the watchdog timeout, renewed until they
+    /// are given back. [`Acquire::wait`] and [`Acquire::no_wait`] bound the
+    /// wait (the result is then an `Option`: Redisson's `tryAcquire`).
     /// Waiters wake on a release's message, when the earliest lease ends, or
     /// at most [`crate::Config::recheck_interval`] apart.
     ///
@@ -304,18 +311,22 @@ impl RPermitExpirableSemaphore {
     /// # use redisson_lock::RPermitExpirableSemaphore;
     /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
     /// // One slot for at most 2 minutes: a crashed renderer cannot keep it.
-    /// let permit = slots.acquire(1, Some(Duration::from_secs(120))).await?;
+    /// let permit = slots.acquire(1).lease(Duration::from_secs(120)).await?;
     /// // ... render the invoice PDF ...
     /// permit.release().await?;
+    /// // Two slots within 5 s, kept while the batch runs, however long.
+    /// if let Some(two) = slots.acquire(2).wait(Duration::from_secs(5)).kept_alive().await? {
+    ///     two.release().await?;
+    /// }
     /// # Ok(()) }
     /// ```
-    pub async fn acquire(&self, permits: u32, lease: Option<Duration>) -> Result<ExpirablePermits> {
-        let terms = Terms::new(permits, lease)?;
-        self.pool.wait(|| take(self.clone(), terms)).await
+    pub fn acquire(&self, permits: u32) -> Acquire<'_, RPermitExpirableSemaphore> {
+        Acquire::of_permits(self, permits)
     }
 
-    /// Takes `permits` leased for `lease` if that many are available now
-    /// (Redisson's `tryAcquire`); `None` otherwise.
+    /// Takes `permits`, never expiring, if that many are available now
+    /// (Redisson's `tryAcquire(permits)`); `None` otherwise. With a lease:
+    /// `acquire(permits).no_wait().lease(lease)`.
     ///
     /// # Errors
     ///
@@ -328,7 +339,7 @@ impl RPermitExpirableSemaphore {
     /// ```no_run
     /// # use redisson_lock::RPermitExpirableSemaphore;
     /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
-    /// if let Some(permits) = slots.try_acquire(2, None).await? {
+    /// if let Some(permits) = slots.try_acquire(2).await? {
     ///     // ... render both halves of the statement; no lease, so no expiry ...
     ///     permits.release().await?;
     /// } else {
@@ -336,17 +347,13 @@ impl RPermitExpirableSemaphore {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn try_acquire(
-        &self,
-        permits: u32,
-        lease: Option<Duration>,
-    ) -> Result<Option<ExpirablePermits>> {
-        let terms = Terms::new(permits, lease)?;
-        self.pool.try_once(take(self.clone(), terms)).await
+    pub async fn try_acquire(&self, permits: u32) -> Result<Option<ExpirablePermits>> {
+        self.acquire(permits).no_wait().await
     }
 
-    /// Takes `permits` leased for `lease`, waiting at most `wait` (Redisson's
-    /// `tryAcquire(permits, wait, lease)`); `None` if not in time.
+    /// Takes `permits`, never expiring, waiting at most `wait` (Redisson's
+    /// `tryAcquire(permits, wait)`); `None` if not in time. With a lease:
+    /// `acquire(permits).wait(wait).lease(lease)`.
     ///
     /// # Errors
     ///
@@ -360,8 +367,7 @@ impl RPermitExpirableSemaphore {
     /// # use std::time::Duration;
     /// # use redisson_lock::RPermitExpirableSemaphore;
     /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
-    /// let (wait, lease) = (Duration::from_secs(5), Some(Duration::from_secs(60)));
-    /// let Some(permit) = slots.try_acquire_for(1, wait, lease).await? else {
+    /// let Some(permit) = slots.try_acquire_for(1, Duration::from_secs(5)).await? else {
     ///     return Ok(()); // no slot within 5 s: render the PDF later
     /// };
     /// permit.release().await?;
@@ -371,13 +377,8 @@ impl RPermitExpirableSemaphore {
         &self,
         permits: u32,
         wait: Duration,
-        lease: Option<Duration>,
     ) -> Result<Option<ExpirablePermits>> {
-        let deadline = Instant::now().checked_add(wait);
-        let terms = Terms::new(permits, lease)?;
-        self.pool
-            .wait_for(deadline, || take(self.clone(), terms))
-            .await
+        self.acquire(permits).wait(wait).await
     }
 
     /// Returns the leased permits `ids` (Redisson's `release(ids)`).
@@ -430,7 +431,7 @@ impl RPermitExpirableSemaphore {
     /// # use std::time::Duration;
     /// # use redisson_lock::RPermitExpirableSemaphore;
     /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
-    /// let ids = slots.acquire(3, Some(Duration::from_secs(30))).await?.forget();
+    /// let ids = slots.acquire(3).lease(Duration::from_secs(30)).await?.forget();
     /// // ... a slow batch of invoice PDFs ...
     /// let returned = slots.try_release(&ids).await?;
     /// println!("{returned} returned, {} had expired already", ids.len() as u32 - returned);
@@ -476,5 +477,51 @@ impl fmt::Debug for RPermitExpirableSemaphore {
         f.debug_struct("RPermitExpirableSemaphore")
             .field("name", &self.name())
             .finish()
+    }
+}
+
+impl Sealed for RPermitExpirableSemaphore {}
+impl Leasable for RPermitExpirableSemaphore {}
+
+impl Acquirable for RPermitExpirableSemaphore {
+    type Guard = ExpirablePermits;
+
+    fn acquire_until(&self, terms: Until) -> BoxFuture<'_, Result<ExpirablePermits>> {
+        Box::pin(async move {
+            let terms = Terms::new(terms.permits, terms.lease, terms.kept_alive)?;
+            self.pool.wait(|| take(self.clone(), terms)).await
+        })
+    }
+
+    fn acquire_within(&self, terms: Within) -> BoxFuture<'_, Result<Option<ExpirablePermits>>> {
+        Box::pin(async move {
+            let wait = terms.wait;
+            let terms = Terms::new(terms.permits, terms.lease, terms.kept_alive)?;
+            match wait {
+                None => self.pool.try_once(take(self.clone(), terms)).await,
+                Some(wait) => {
+                    // A deadline too far to represent is no deadline.
+                    let deadline = Instant::now().checked_add(wait);
+                    self.pool
+                        .wait_for(deadline, || take(self.clone(), terms))
+                        .await
+                }
+            }
+        })
+    }
+}
+
+// Here rather than beside `Acquire`: only this object's permits are kept alive.
+impl<W> Acquire<'_, RPermitExpirableSemaphore, W> {
+    /// Leases the permits for the watchdog timeout
+    /// ([`Config::lock_watchdog_timeout`](crate::Config::lock_watchdog_timeout))
+    /// and renews them every third of it until they are given back, as a
+    /// lock taken without a lease: a crashed holder's permits return within
+    /// that timeout, a live one's never run out. The guard tells when they
+    /// are lost ([`ExpirablePermits::lost`](crate::ExpirablePermits::lost)).
+    pub fn kept_alive(mut self) -> Self {
+        self.kept_alive = true;
+        self.lease = None;
+        self
     }
 }

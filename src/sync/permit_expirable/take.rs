@@ -10,6 +10,7 @@ use fred::types::Value;
 use super::lease::{deadline, NEVER};
 use super::{ExpirablePermits, PermitId, RPermitExpirableSemaphore};
 use crate::engine::lease::lease_millis;
+use crate::engine::loan::{LoanLease, Renew};
 use crate::engine::script::{self, Latch, Script, ScriptCall};
 use crate::error::Result;
 use crate::naming;
@@ -27,16 +28,23 @@ static RELEASE: LazyLock<Script> =
 #[derive(Clone, Copy)]
 pub(super) struct Terms {
     permits: u32,
+    /// `None`: never expires.
     lease: Option<Duration>,
+    /// Leased for the watchdog timeout and renewed until given back.
+    kept_alive: bool,
 }
 
 impl Terms {
-    pub(super) fn new(permits: u32, lease: Option<Duration>) -> Result<Self> {
+    pub(super) fn new(permits: u32, lease: Option<Duration>, kept_alive: bool) -> Result<Self> {
         permits_arg(permits)?;
         if let Some(lease) = lease {
             lease_millis(lease, "lease")?;
         }
-        Ok(Terms { permits, lease })
+        Ok(Terms {
+            permits,
+            lease,
+            kept_alive,
+        })
     }
 }
 
@@ -47,7 +55,21 @@ pub(super) async fn take(
 ) -> Result<Taken<ExpirablePermits>> {
     let pool = semaphore.pool.clone();
     let ids: Vec<PermitId> = (0..terms.permits).map(|_| PermitId::random()).collect();
-    let deadline = deadline(terms.lease)?;
+    let watchdog = pool.engine().config.lock_watchdog_timeout;
+    let (lease, loan_lease) = match (terms.kept_alive, terms.lease) {
+        (true, _) => {
+            let expected = ids.len();
+            let (semaphore, ids) = (semaphore.clone(), ids.clone());
+            let renew: Renew = Box::new(move |lease| {
+                let (semaphore, ids) = (semaphore.clone(), ids.clone());
+                Box::pin(async move { semaphore.renew(&ids, lease).await })
+            });
+            (Some(watchdog), LoanLease::KeptAlive { renew, expected })
+        }
+        (false, Some(lease)) => (Some(lease), LoanLease::Fixed(lease)),
+        (false, None) => (None, LoanLease::Forever),
+    };
+    let deadline = deadline(lease)?;
     let keys = [
         pool.name().to_string(),
         semaphore.leases_key(),
@@ -74,6 +96,7 @@ pub(super) async fn take(
                 let (pool, ids) = (pool.clone(), owned.clone());
                 Box::pin(async move { release(&pool, &ids).await })
             },
+            loan_lease,
         )
         .await?;
     Ok(taken.map(|lent| ExpirablePermits {

@@ -29,8 +29,8 @@ pub type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + 
 pub const HANG: Duration = Duration::from_secs(30);
 
 /// Awaits `f`, failing the test if it hangs.
-pub async fn within<T>(what: &str, f: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(HANG, f)
+pub async fn within<T>(what: &str, f: impl std::future::IntoFuture<Output = T>) -> T {
+    tokio::time::timeout(HANG, f.into_future())
         .await
         .unwrap_or_else(|_| panic!("{what}: still waiting after {HANG:?}"))
 }

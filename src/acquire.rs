@@ -1,5 +1,6 @@
-//! [`Acquire`]: one acquire builder for every lock object, instead of five
-//! method combinations: `lock.acquire().wait(d).lease(l).await`.
+//! [`Acquire`]: one acquire builder for every lock and semaphore, instead of
+//! five method combinations: `lock.acquire().wait(d).lease(l).await`,
+//! `semaphore.acquire(2).wait(d).await`, `slots.acquire(1).kept_alive().await`.
 
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
@@ -9,7 +10,8 @@ use crate::engine::kind::Patience;
 use crate::error::Result;
 
 /// What can be acquired with an [`Acquire`] builder: every [`crate::Lock`],
-/// [`crate::RGroupLock`] and [`crate::RMultiLock`]. Sealed.
+/// [`crate::RGroupLock`], [`crate::RMultiLock`], [`crate::RSemaphore`] and
+/// [`crate::RPermitExpirableSemaphore`]. Sealed.
 pub trait Acquirable: sealed::Sealed + Sync {
     /// What an acquisition hands out.
     type Guard: Send + 'static;
@@ -33,6 +35,10 @@ pub(crate) mod sealed {
     /// outside the crate.
     pub struct Until {
         pub(crate) lease: Option<Duration>,
+        /// Permits asked for (1 for a lock).
+        pub(crate) permits: u32,
+        /// Leased for the watchdog timeout and renewed (expirable permits).
+        pub(crate) kept_alive: bool,
     }
 
     /// The terms of an acquisition that may give up, opaque outside the
@@ -40,6 +46,8 @@ pub(crate) mod sealed {
     pub struct Within {
         pub(crate) lease: Option<Duration>,
         pub(crate) wait: Option<Duration>,
+        pub(crate) permits: u32,
+        pub(crate) kept_alive: bool,
     }
 
     impl Within {
@@ -54,6 +62,9 @@ pub(crate) mod sealed {
 
     /// Not nameable outside the crate: only its objects are [`super::Acquirable`].
     pub trait Sealed {}
+
+    /// What is held for a time (a lease): every lock, and expirable permits.
+    pub trait Leasable {}
 }
 
 /// The wait of an [`Acquire`] that waits as long as it takes.
@@ -96,42 +107,56 @@ pub struct Acquire<'a, L, W = UntilAcquired> {
     pub(crate) target: &'a L,
     pub(crate) lease: Option<Duration>,
     pub(crate) wait: W,
+    pub(crate) permits: u32,
+    pub(crate) kept_alive: bool,
 }
 
 impl<'a, L: Acquirable> Acquire<'a, L> {
     pub(crate) fn new(target: &'a L) -> Self {
+        Self::of_permits(target, 1)
+    }
+
+    /// `permits` of a semaphore.
+    pub(crate) fn of_permits(target: &'a L, permits: u32) -> Self {
         Acquire {
             target,
             lease: None,
             wait: UntilAcquired,
+            permits,
+            kept_alive: false,
         }
     }
 
-    /// Waits at most `wait` (`try_lock_for`); the result is then an
-    /// `Option`.
+    /// Waits at most `wait` (`try_lock_for`, `tryAcquire(permits, wait)`);
+    /// the result is then an `Option`.
     pub fn wait(self, wait: Duration) -> Acquire<'a, L, Bounded> {
-        Acquire {
-            target: self.target,
-            lease: self.lease,
-            wait: Bounded(Some(wait)),
-        }
+        self.bounded(Bounded(Some(wait)))
     }
 
-    /// One try, no waiting (`try_lock`); the result is then an `Option`.
+    /// One try, no waiting (`try_lock`, `tryAcquire(permits)`); the result
+    /// is then an `Option`.
     pub fn no_wait(self) -> Acquire<'a, L, Bounded> {
+        self.bounded(Bounded(None))
+    }
+
+    fn bounded(self, wait: Bounded) -> Acquire<'a, L, Bounded> {
         Acquire {
             target: self.target,
             lease: self.lease,
-            wait: Bounded(None),
+            wait,
+            permits: self.permits,
+            kept_alive: self.kept_alive,
         }
     }
 }
 
-impl<L, W> Acquire<'_, L, W> {
-    /// Holds for `lease`, never renewed, instead of being renewed by the
-    /// watchdog until released.
+impl<L: sealed::Leasable, W> Acquire<'_, L, W> {
+    /// Holds for `lease`, never renewed: a lock instead of being renewed by
+    /// the watchdog until released; expirable permits instead of never
+    /// expiring (or of being kept alive).
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = Some(lease);
+        self.kept_alive = false;
         self
     }
 }
@@ -141,8 +166,11 @@ impl<'a, L: Acquirable> IntoFuture for Acquire<'a, L, UntilAcquired> {
     type IntoFuture = BoxFuture<'a, Result<L::Guard>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        self.target
-            .acquire_until(sealed::Until { lease: self.lease })
+        self.target.acquire_until(sealed::Until {
+            lease: self.lease,
+            permits: self.permits,
+            kept_alive: self.kept_alive,
+        })
     }
 }
 
@@ -154,6 +182,8 @@ impl<'a, L: Acquirable> IntoFuture for Acquire<'a, L, Bounded> {
         self.target.acquire_within(sealed::Within {
             lease: self.lease,
             wait: self.wait.0,
+            permits: self.permits,
+            kept_alive: self.kept_alive,
         })
     }
 }

@@ -80,6 +80,29 @@ async fn a_sentinel_quorum_of_one_in_three_fails() {
     client.shutdown().await;
 }
 
+/// One sentinel address (a Kubernetes Service in front of three): the
+/// client finds the others through it (`SENTINEL SENTINELS`), and so does
+/// the audit. It judged the one it was given alone: "fewer than a
+/// majority answer", a failure, on a healthy deployment.
+#[tokio::test]
+async fn one_sentinel_address_is_audited_with_the_sentinels_it_names() {
+    let deployment = Sentinel::start().await;
+    let config = common::config(&deployment.url_of_first(), WATCHDOG);
+    let report = within("audit", redisson_lock::audit::audit(&config))
+        .await
+        .unwrap();
+    assert_eq!(flagged(&report), [], "{report:#?}");
+    let f = report.rule("sentinels-answering").next().unwrap();
+    assert_eq!(
+        f.evidence,
+        "3 of 3 sentinel(s) answered (1 in the address, 2 named by them); they know 3"
+    );
+    // Every sentinel's own settings are judged.
+    assert_eq!(count(&report, "sentinel-quorum"), 3, "{report:#?}");
+    assert_eq!(count(&report, "sentinel-down-after"), 3, "{report:#?}");
+    assert_eq!(count(&report, "permissions"), 4, "{report:#?}");
+}
+
 #[tokio::test]
 async fn a_hung_sentinel_is_a_finding_not_a_hang() {
     let deployment = Sentinel::start().await;
@@ -98,7 +121,7 @@ async fn a_hung_sentinel_is_a_finding_not_a_hang() {
     let silent = format!("127.0.0.1:{}", deployment.sentinels[2].port);
     assert!(
         f.evidence
-            .starts_with("2 of 3 configured sentinel(s) answered"),
+            .starts_with("2 of 3 sentinel(s) answered (3 in the address, 0 named by them)"),
         "{}",
         f.evidence
     );

@@ -50,6 +50,10 @@ pub(crate) struct SentinelAnswer {
     pub(crate) replicas: Vec<HashMap<String, String>>,
     /// Commands the crate sends to sentinels that this one refused.
     pub(crate) refused: Vec<(&'static str, String)>,
+    /// Its own id (`SENTINEL MYID`; none before Redis 6.2).
+    pub(crate) myid: Option<String>,
+    /// The other sentinels it names (`SENTINEL SENTINELS`): run id, address.
+    pub(crate) others: Vec<(String, String)>,
 }
 
 impl SentinelAnswer {
@@ -116,6 +120,9 @@ pub(crate) struct Seen {
     pub(crate) kind: DeploymentKind,
     /// Sentinel addresses in the client's settings.
     pub(crate) sentinels_configured: usize,
+    /// Sentinels found through those (`SENTINEL SENTINELS`), as the client
+    /// finds them: one address behind a Kubernetes Service names the rest.
+    pub(crate) sentinels_discovered: usize,
     pub(crate) sentinels: Vec<SentinelSeen>,
     pub(crate) service: String,
     pub(crate) shards: Vec<Shard>,
@@ -191,6 +198,7 @@ pub(crate) async fn gather(base: &FredConfig, limits: Limits, discovery: Option<
     let mut seen = Seen {
         kind: DeploymentKind::Single,
         sentinels_configured: 0,
+        sentinels_discovered: 0,
         sentinels: vec![],
         service: String::new(),
         shards: vec![],
@@ -228,6 +236,16 @@ pub(crate) async fn gather(base: &FredConfig, limits: Limits, discovery: Option<
                 ask_sentinel(base, limits, addr, service_name)
             }))
             .await;
+            // The sentinels those name and were not asked, once, as the
+            // client asks them too (topology/sentinel.rs).
+            let more = unasked(&seen.sentinels);
+            seen.sentinels_discovered = more.len();
+            let found = join_all(
+                more.into_iter()
+                    .map(|addr| ask_sentinel(base, limits, addr, service_name)),
+            )
+            .await;
+            seen.sentinels.extend(found);
             match sentinel_shard(&seen.sentinels) {
                 Some(shard) => seen.shards.push(shard),
                 None => {
@@ -476,21 +494,55 @@ async fn ask_sentinel(
             }
             Err(t) => return Err(t),
         };
-        let replicas = match replicas {
-            Ok(Value::Array(items)) => items
-                .iter()
-                .map(|r| pairs(r).into_iter().collect())
-                .collect(),
-            _ => vec![],
+        let listed = |reply: Result<Value, Trouble>| -> Vec<HashMap<String, String>> {
+            match reply {
+                Ok(Value::Array(items)) => items
+                    .iter()
+                    .map(|r| pairs(r).into_iter().collect())
+                    .collect(),
+                _ => vec![],
+            }
         };
+        let replicas = listed(replicas);
+        let others = listed(sentinels)
+            .into_iter()
+            .filter_map(|s| {
+                let addr = format!("{}:{}", s.get("ip")?, s.get("port")?);
+                Some((s.get("runid").cloned().unwrap_or_default(), addr))
+            })
+            .collect();
         Ok(SentinelAnswer {
             master,
             replicas,
             refused,
+            myid: myid.ok().as_ref().and_then(text),
+            others,
         })
     }
     .await;
     SentinelSeen { addr, answer }
+}
+
+/// The sentinels the answers name that were not asked: told apart by run id
+/// (an address in the settings may be a name the sentinels do not use),
+/// else by address.
+fn unasked(asked: &[SentinelSeen]) -> Vec<String> {
+    let ids: Vec<&str> = asked
+        .iter()
+        .filter_map(|s| s.answer.as_ref().ok()?.myid.as_deref())
+        .collect();
+    let mut more: Vec<String> = vec![];
+    for answer in asked.iter().filter_map(|s| s.answer.as_ref().ok()) {
+        for (id, addr) in &answer.others {
+            let known = ids.contains(&id.as_str())
+                || asked.iter().any(|s| &s.addr == addr)
+                || more.contains(addr);
+            if !known {
+                more.push(addr.clone());
+            }
+        }
+    }
+    more
 }
 
 /// The primary most sentinels name, with the replicas they list for it.

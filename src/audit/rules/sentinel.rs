@@ -29,11 +29,13 @@ pub(crate) fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
         .max()
         .map(|n| n + 1)
         .unwrap_or(0)
-        .max(ctx.seen.sentinels_configured as u64);
+        .max(ctx.seen.sentinels.len() as u64);
     let majority = known / 2 + 1;
 
-    // sentinels-answering
+    // sentinels-answering: those in the address and those they name, as
+    // the client asks both.
     let configured = ctx.seen.sentinels_configured as u64;
+    let discovered = ctx.seen.sentinels_discovered as u64;
     let n = answering.len() as u64;
     let silent: Vec<String> = ctx
         .seen
@@ -46,10 +48,12 @@ pub(crate) fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
         .collect();
     let base = Finding::new("sentinels-answering", Severity::Ok, "deployment")
         .fact("configured", configured)
+        .fact("discovered", discovered)
         .fact("answering", n)
         .fact("known", known)
         .evidence(format!(
-            "{n} of {configured} configured sentinel(s) answered; they know {known}{}",
+            "{n} of {} sentinel(s) answered ({configured} in the address, {discovered} named by them); they know {known}{}",
+            configured + discovered,
             if silent.is_empty() {
                 String::new()
             } else {
@@ -62,7 +66,7 @@ pub(crate) fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
             ..base
         }
         .why("fewer than a majority answer: no failover can be authorized, and the client cannot settle who the primary is")
-        .fix("bring the sentinels back, and list every sentinel in the client's address")
+        .fix("bring the sentinels back; where the address names one (a Kubernetes Service), make sure it reaches one that answers")
     } else if !silent.is_empty() {
         Finding {
             severity: Severity::Warn,

@@ -519,6 +519,11 @@ impl<W> Acquire<'_, RPermitExpirableSemaphore, W> {
     /// lock taken without a lease: a crashed holder's permits return within
     /// that timeout, a live one's never run out. The guard tells when they
     /// are lost ([`ExpirablePermits::lost`](crate::ExpirablePermits::lost)).
+    ///
+    /// A renewal, like `updateLeaseTime`, is not confirmed by replicas (no
+    /// `WAIT`), as a lock renewal is: after a failover that lost one, the
+    /// permits can expire on the new primary up to one renewal interval
+    /// before the next renewal finds them gone and the guard is told.
     pub fn kept_alive(mut self) -> Self {
         self.kept_alive = true;
         self.lease = None;

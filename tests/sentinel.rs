@@ -57,22 +57,31 @@ async fn a_failover_keeps_synced_locks_and_their_waiters() {
     let holder = {
         let mut c = config(&sentinel.url(), Duration::from_secs(24));
         c.replica_quorum = redisson_lock::ReplicaQuorum::All;
-        RedissonClient::connect(c)
+        within("holder connect", RedissonClient::connect(c))
             .await
             .expect("connect through the sentinels")
     };
-    let waiter = connect(&sentinel, true, Duration::from_secs(2)).await;
+    let waiter = within(
+        "waiter connect",
+        connect(&sentinel, true, Duration::from_secs(2)),
+    )
+    .await;
 
     // A watchdog lock, and one with a long lease that only an unlock message
     // can hand over in time.
-    let renewed = holder.lock("payroll").unwrap().lock().await.unwrap();
-    let leased = holder
-        .lock("invoices")
-        .unwrap()
-        .acquire()
-        .lease(Duration::from_secs(120))
+    let renewed = within("lock payroll", holder.lock("payroll").unwrap().lock())
         .await
         .unwrap();
+    let leased = within(
+        "lock invoices",
+        holder
+            .lock("invoices")
+            .unwrap()
+            .acquire()
+            .lease(Duration::from_secs(120)),
+    )
+    .await
+    .unwrap();
     let lock = waiter.lock("invoices").unwrap();
     // A waiter woken during the failover (its subscriber reconnected) tries
     // while no primary answers, and `lock()` fails as Redisson's does; a
@@ -99,17 +108,26 @@ async fn a_failover_keeps_synced_locks_and_their_waiters() {
 
     // Both acquisitions were confirmed by both replicas before returning, so
     // killing the primary now cannot lose them.
-    sentinel.primary.kill().await;
+    within("kill the primary", sentinel.primary.kill()).await;
     let new = sentinel.await_new_primary(old).await;
     let raw = node_client(new).await;
     let field = renewed.field();
-    assert!(raw.hexists::<bool, _, _>("payroll", &field).await.unwrap());
-    assert!(raw.exists::<i64, _>("invoices").await.unwrap() == 1);
+    assert!(
+        within("HEXISTS", raw.hexists::<bool, _, _>("payroll", &field))
+            .await
+            .unwrap()
+    );
+    assert!(
+        within("EXISTS", raw.exists::<i64, _>("invoices"))
+            .await
+            .unwrap()
+            == 1
+    );
 
     // The holder renews on the new primary and never hears of a loss.
     renewed_cycles(&holder, 1, 2).await;
     assert!(!renewed.is_lost() && !leased.is_lost());
-    let ttl: i64 = raw.pttl("payroll").await.unwrap();
+    let ttl: i64 = within("PTTL", raw.pttl("payroll")).await.unwrap();
     assert!(
         ttl > 0 && ttl <= 24_000,
         "renewed to the watchdog lease: {ttl}"
@@ -124,15 +142,21 @@ async fn a_failover_keeps_synced_locks_and_their_waiters() {
         !waiting.is_finished(),
         "mutual exclusion across the failover"
     );
-    assert_eq!(leased.unlock().await.unwrap(), Unlocked::Released);
+    assert_eq!(
+        within("unlock invoices", leased.unlock()).await.unwrap(),
+        Unlocked::Released
+    );
     let got = within("waiter woken after the failover", waiting)
         .await
         .unwrap()
         .unwrap();
-    got.unlock().await.unwrap();
-    assert_eq!(renewed.unlock().await.unwrap(), Unlocked::Released);
-    holder.shutdown().await;
-    waiter.shutdown().await;
+    within("the waiter's unlock", got.unlock()).await.unwrap();
+    assert_eq!(
+        within("unlock payroll", renewed.unlock()).await.unwrap(),
+        Unlocked::Released
+    );
+    within("holder shutdown", holder.shutdown()).await;
+    within("waiter shutdown", waiter.shutdown()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

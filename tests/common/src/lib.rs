@@ -370,10 +370,13 @@ impl RedisServer {
         }
     }
 
-    /// A plain fred client for inspecting state.
+    /// A plain fred client for inspecting state. Every command is bounded:
+    /// fred without a reconnect policy keeps commands sent after the server
+    /// closed the connection queued forever.
     pub async fn raw(&self) -> Client {
         let client =
             Builder::from_config(fred::types::config::Config::from_url(&self.url()).unwrap())
+                .with_performance_config(|p| p.default_command_timeout = Duration::from_secs(10))
                 .build()
                 .unwrap();
         client.init().await.unwrap();

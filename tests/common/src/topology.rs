@@ -67,7 +67,14 @@ pub async fn node_client(port: u16) -> Client {
             let config =
                 fred::types::config::Config::from_url(&format!("redis://127.0.0.1:{port}"))
                     .unwrap();
-            let client = Builder::from_config(config).build().unwrap();
+            // Sentinel ends every reconfiguration with `CLIENT KILL TYPE
+            // normal`: without a policy, fred keeps the commands sent after
+            // that queued forever. Reconnect, and bound every command.
+            let client = Builder::from_config(config)
+                .set_policy(fred::types::config::ReconnectPolicy::new_constant(0, 50))
+                .with_performance_config(|p| p.default_command_timeout = Duration::from_secs(10))
+                .build()
+                .unwrap();
             match client.init().await {
                 Ok(_) => return client,
                 Err(e) if e.to_string().contains("LOADING") => {
@@ -1020,7 +1027,21 @@ impl Sentinel {
             true
         })
         .await;
-        new
+        // Two sentinels may each have run a failover (a split vote); the one
+        // of the newest epoch wins, and the first primary agreed on may have
+        // been demoted since.
+        let settled = within(
+            "the sentinels agree on the primary after the failover",
+            self.new_primary_within(old, Duration::MAX),
+        )
+        .await
+        .unwrap();
+        if settled != new {
+            eprintln!(
+                "a second failover replaced the first primary agreed on ({new}) by {settled}"
+            );
+        }
+        settled
     }
 
     /// As `await_new_primary`, giving up after `limit` (`None`: no failover

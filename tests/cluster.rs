@@ -709,3 +709,218 @@ async fn one_nodes_lost_link_to_a_replica_does_not_drop_it() {
     guard.unlock().await.unwrap();
     client.shutdown().await;
 }
+
+/// A field of `INFO replication` on node `port`.
+async fn replication_field(port: u16, field: &str) -> Option<String> {
+    let info = on_node(port, "INFO", vec!["replication"])
+        .await
+        .as_string()
+        .unwrap_or_default();
+    info.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .map(|v| v.trim().to_string())
+}
+
+/// Whether node `port` has a connection named like the crate's replica
+/// probes.
+async fn has_age_probe(port: u16) -> bool {
+    on_node(port, "CLIENT", vec!["LIST"])
+        .await
+        .as_string()
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.contains(":replica-age"))
+}
+
+/// Issue 37 item 6: a replica whose replication is broken (its `AUTH`
+/// refused) while its bus is fine is never flagged by the cluster, and the
+/// cluster stops promoting it once its data is older than its validity
+/// limit. Its shard's writes stop waiting for it then, and wait for it
+/// again once its link is back. Before, the shard refused every lock for
+/// as long as the link stayed broken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_too_old_to_be_promoted_holds_no_write_up() {
+    let cluster = Cluster::start().await;
+    let name = "archive";
+    let primary = cluster.owner_of(naming::slot(name)).await;
+    let replica = cluster.replica_of(primary).await;
+    // The replica's own limit: past the 1 s node timeout, 1 s (ping
+    // period) + 1 s (node timeout x factor 1).
+    on_node(
+        replica,
+        "CONFIG",
+        vec!["SET", "cluster-replica-validity-factor", "1"],
+    )
+    .await;
+    on_node(
+        replica,
+        "CONFIG",
+        vec!["SET", "repl-ping-replica-period", "1"],
+    )
+    .await;
+    // It replicates as a user the primary can switch off.
+    on_node(
+        primary,
+        "ACL",
+        vec!["SETUSER", "replication", "on", ">secret", "~*", "+@all"],
+    )
+    .await;
+    on_node(replica, "CONFIG", vec!["SET", "masteruser", "replication"]).await;
+    on_node(replica, "CONFIG", vec!["SET", "masterauth", "secret"]).await;
+    on_node(primary, "ACL", vec!["SETUSER", "replication", "off"]).await;
+    on_node(replica, "CLIENT", vec!["KILL", "TYPE", "master"]).await;
+    // 3 s past the node timeout, and a second for INFO's whole seconds.
+    until(
+        "the replica's link down for longer than its limit",
+        || async {
+            replication_field(replica, "master_link_status")
+                .await
+                .as_deref()
+                == Some("down")
+                && replication_field(replica, "master_link_down_since_seconds")
+                    .await
+                    .and_then(|s| s.parse::<i64>().ok())
+                    .is_some_and(|s| s >= 5)
+        },
+    )
+    .await;
+    // The cluster still lists it, unflagged: only its age tells.
+    let flags = on_node(primary, "CLUSTER", vec!["NODES"])
+        .await
+        .as_string()
+        .unwrap_or_default();
+    let id = cluster.node_id(replica).await;
+    let line = flags
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .unwrap()
+        .to_string();
+    assert_eq!(line.split_whitespace().nth(2), Some("slave"), "{line}");
+
+    let mut strict = config(&cluster.url(), Duration::from_secs(2));
+    strict.slaves_sync_timeout = Duration::from_millis(200);
+    let client = RedissonClient::connect(strict).await.unwrap();
+    let lock = client.lock(name).unwrap();
+    // The first write falls short and has the replica asked its age;
+    // refusals until then are the check doing its job.
+    let mut refused = 0;
+    let guard = within("a lock once the replica is too old", async {
+        loop {
+            match lock.lock().await {
+                Ok(guard) => return guard,
+                Err(Error::ReplicasNotSynced { .. }) => refused += 1,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    })
+    .await;
+    assert_eq!(
+        guard.safety(),
+        redisson_lock::SafetyLevel::Replicas {
+            acked: 0,
+            promotable: 0
+        }
+    );
+    tracing::info!(refused, "refusals before the replica was judged too old");
+    assert!(has_age_probe(replica).await, "the replica is asked again");
+    guard.unlock().await.unwrap();
+
+    // Its link back (the sync brings it every write it missed), it counts
+    // again, and its connection is closed.
+    on_node(primary, "ACL", vec!["SETUSER", "replication", "on"]).await;
+    until("the replica's link up", || async {
+        replication_field(replica, "master_link_status")
+            .await
+            .as_deref()
+            == Some("up")
+    })
+    .await;
+    let guard = within("a lock the replica confirms", async {
+        loop {
+            let guard = lock.lock().await.unwrap();
+            if guard.safety()
+                == (redisson_lock::SafetyLevel::Replicas {
+                    acked: 1,
+                    promotable: 1,
+                })
+            {
+                return guard;
+            }
+            guard.unlock().await.unwrap();
+        }
+    })
+    .await;
+    guard.unlock().await.unwrap();
+    until("the replica's connection closed", || async {
+        !has_age_probe(replica).await
+    })
+    .await;
+    client.shutdown().await;
+}
+
+/// Issue 37 item 7 on a cluster: a replica flagged `nofailover` (a DR or
+/// analytics copy) that stops acknowledging refuses no write that the
+/// shard's promotable replica confirmed. Before, `WAIT` asked for both and
+/// the acknowledgements beyond the non-promotable one were counted, so a
+/// stopped one refused every lock of its shard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_nofailover_replica_refuses_no_write() {
+    let cluster = Cluster::start_with_replicas(2).await;
+    let name = "dr-ledger";
+    let primary = cluster.owner_of(naming::slot(name)).await;
+    let replicas = cluster.replicas_of(primary).await;
+    assert_eq!(replicas.len(), 2, "two replicas of {primary}");
+    let (kept, dr) = (replicas[0], replicas[1]);
+    on_node(
+        dr,
+        "CONFIG",
+        vec!["SET", "cluster-replica-no-failover", "yes"],
+    )
+    .await;
+    let dr_id = cluster.node_id(dr).await;
+    until("every primary sees the replica nofailover", || async {
+        for p in cluster.primaries().await {
+            let nodes = on_node(p, "CLUSTER", vec!["NODES"])
+                .await
+                .as_string()
+                .unwrap_or_default();
+            let flagged = nodes
+                .lines()
+                .find(|l| l.starts_with(&dr_id))
+                .and_then(|l| l.split_whitespace().nth(2))
+                .is_some_and(|f| f.split(',').any(|f| f == "nofailover"));
+            if !flagged {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+    let client = connect(&cluster, Duration::from_secs(2)).await;
+    let lock = client.lock(name).unwrap();
+    let guard = lock.lock().await.unwrap();
+    assert_eq!(
+        guard.safety(),
+        redisson_lock::SafetyLevel::Replicas {
+            acked: 1,
+            promotable: 1
+        }
+    );
+    guard.unlock().await.unwrap();
+
+    // The DR replica stops: the promotable one still confirms every write.
+    cluster.node(dr).freeze();
+    let taken = within("a lock while the DR replica is stopped", lock.lock()).await;
+    cluster.node(dr).thaw();
+    let guard = taken.expect("a write the promotable replica confirmed");
+    assert_eq!(
+        guard.safety(),
+        redisson_lock::SafetyLevel::Replicas {
+            acked: 1,
+            promotable: 1
+        },
+        "confirmed by {kept}, the replica a failover could promote"
+    );
+    guard.unlock().await.unwrap();
+    client.shutdown().await;
+}

@@ -5,21 +5,30 @@
 //! often as Redisson scans a cluster), and a primary is asked again at once
 //! when a write to it fell short of its replicas or the slot map changed,
 //! at most once a second per node. A write asks nothing of its own.
+//!
+//! A primary asked again because a write fell short has its promotable
+//! replicas asked how old their data is (`replica_age`, at most every
+//! [`PROBE_GAP`] each): a replica whose replication is broken but whose bus
+//! is fine stays unflagged, and once its data is older than the cluster
+//! lets it be promoted with, its shard's writes stop waiting for it. Such a
+//! replica is asked again every [`TOO_OLD_PERIOD`] on the connection kept
+//! for it, and counts again once its link is back.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use fred::clients::Client;
 use fred::interfaces::{ClientLike, ClusterInterface};
-use fred::types::config::{Options, Server};
+use fred::types::config::{Config as FredConfig, Options, Server};
 use fred::types::{ClusterHash, CustomCommand};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::topology::promotion::{cluster_standing, parse_cluster_nodes, Standing};
+use crate::topology::promotion::{cluster_standing, parse_cluster_nodes, ClusterNode, Standing};
+use crate::topology::replica_age::{ReplicaProbe, Verdict};
 
 /// How often one node is asked for the cluster's view (Redisson's
 /// `scanInterval` on a cluster).
@@ -27,6 +36,13 @@ pub(crate) const SCAN_PERIOD: Duration = Duration::from_secs(5);
 
 /// A node is asked again on demand at most this often.
 const FORCED_GAP: Duration = Duration::from_secs(1);
+
+/// A replica is asked its data age on demand at most this often.
+const PROBE_GAP: Duration = Duration::from_secs(5);
+
+/// How often a replica judged too old is asked again: once its link is
+/// back it must count again before a write goes without it for long.
+const TOO_OLD_PERIOD: Duration = Duration::from_secs(1);
 
 /// What the cluster says of one primary's replicas.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -50,6 +66,14 @@ struct State {
     /// Every primary serving slots, by each address it is known by.
     primaries: HashMap<String, PrimaryReplicas>,
     owners: SlotOwners,
+    /// The last `CLUSTER NODES` read, judged again when a verdict changes.
+    nodes: Vec<ClusterNode>,
+    /// Replicas whose data is too old to win an election, by address.
+    too_old: HashSet<String>,
+    /// When each replica was last asked its data age on demand.
+    probed: HashMap<String, Instant>,
+    /// When the replicas judged too old are asked again.
+    recheck: Option<Instant>,
     /// When each node was last asked on demand.
     forced: HashMap<String, Instant>,
     /// When each client's slot map was last re-read, by fred client id.
@@ -66,17 +90,31 @@ struct State {
 pub(crate) struct ClusterWatch {
     /// The client's command connection (routes by slot, follows redirects).
     redis: Client,
+    /// The client's settings, for the connections to replicas.
+    base: FredConfig,
+    /// The name of those connections.
+    probe_name: String,
     timeout: Duration,
     state: Mutex<State>,
+    /// The connections kept to replicas judged too old, by address.
+    probes: Mutex<HashMap<String, ReplicaProbe>>,
     wake: Notify,
 }
 
 impl ClusterWatch {
-    pub(crate) fn new(redis: Client, timeout: Duration) -> Arc<ClusterWatch> {
+    pub(crate) fn new(
+        redis: Client,
+        base: FredConfig,
+        timeout: Duration,
+        client_id: &str,
+    ) -> Arc<ClusterWatch> {
         Arc::new(ClusterWatch {
             redis,
+            base,
+            probe_name: format!("redisson-lock:{client_id}:replica-age"),
             timeout,
             state: Mutex::new(State::default()),
+            probes: Mutex::new(HashMap::new()),
             wake: Notify::new(),
         })
     }
@@ -89,7 +127,7 @@ impl ClusterWatch {
             primaries.into_iter().next()
         });
         match node {
-            Some(node) => self.ask(&node).await.map(drop),
+            Some(node) => self.ask(&node, false).await.map(drop),
             None => Err(Error::connection("the cluster's slot map is not known yet")),
         }
     }
@@ -175,8 +213,9 @@ impl ClusterWatch {
     }
 
     /// Asks `node` for `CLUSTER NODES` and takes its view. Returns whether
-    /// anything changed.
-    async fn ask(&self, node: &Server) -> Result<bool> {
+    /// anything changed; `forced` (a write to it fell short): and the
+    /// replicas of it whose data age is to be asked.
+    async fn ask(&self, node: &Server, forced: bool) -> Result<(bool, Vec<String>)> {
         let options = Options {
             cluster_node: Some(node.clone()),
             timeout: Some(self.timeout),
@@ -192,12 +231,137 @@ impl ClusterWatch {
             )
             .await
             .map_err(|e| Error::from_redis(&e, self.timeout))?;
-        let (primaries, owners) = primaries_in(&text);
+        let nodes = parse_cluster_nodes(&text);
         let mut state = self.state.lock();
+        // A verdict holds for a replica only: one promoted or gone since is
+        // judged afresh if it is ever a replica again.
+        let replicas: HashSet<&str> = nodes
+            .iter()
+            .filter(|n| n.primary_id.is_some())
+            .map(|n| n.address.as_str())
+            .collect();
+        state.too_old.retain(|a| replicas.contains(a.as_str()));
+        let (primaries, owners) = primaries_in(&nodes, &state.too_old);
         let changed = state.primaries != primaries || state.owners != owners;
         state.primaries = primaries;
         state.owners = owners;
-        Ok(changed)
+        let mut to_probe = vec![];
+        if forced {
+            let asked = format!("{}:{}", node.host, node.port);
+            let now = Instant::now();
+            let primary = nodes.iter().find(|n| n.address == asked && n.is_primary());
+            for replica in nodes.iter().filter(|n| {
+                primary.is_some_and(|p| n.primary_id.as_deref() == Some(p.id.as_str()))
+                    && cluster_standing(n) == Standing::Promotable
+            }) {
+                let due = state
+                    .probed
+                    .get(&replica.address)
+                    .is_none_or(|at| at.elapsed() >= PROBE_GAP);
+                if due && !state.too_old.contains(&replica.address) {
+                    state.probed.insert(replica.address.clone(), now);
+                    to_probe.push(replica.address.clone());
+                }
+            }
+        }
+        state.nodes = nodes;
+        Ok((changed, to_probe))
+    }
+
+    /// Asks each replica at `addresses` how old its data is, at once, and
+    /// judges the view again. Returns whether it changed. A replica found
+    /// too old keeps its connection, to be asked again; a replica that may
+    /// run has its connection closed.
+    async fn probe(&self, addresses: Vec<String>) -> bool {
+        let asked = futures::future::join_all(addresses.into_iter().map(|address| async move {
+            let kept = self.probes.lock().get(&address).cloned();
+            let probe = match kept {
+                Some(probe) => probe,
+                None => {
+                    match ReplicaProbe::connect(
+                        &self.base,
+                        &address,
+                        self.timeout,
+                        &self.probe_name,
+                    )
+                    .await
+                    {
+                        Ok(probe) => {
+                            // Kept in the map while in use: closing the
+                            // client closes it.
+                            self.probes.lock().insert(address.clone(), probe.clone());
+                            probe
+                        }
+                        Err(e) => return (address, Err(e)),
+                    }
+                }
+            };
+            (address, probe.judge().await)
+        }))
+        .await;
+        let (changed, closing) = self.take_verdicts(asked);
+        for probe in closing {
+            probe.close().await;
+        }
+        changed
+    }
+
+    /// Records what the probes found and judges the view again. Returns
+    /// whether it changed, and the connections no longer needed.
+    fn take_verdicts(&self, asked: Vec<(String, Result<Verdict>)>) -> (bool, Vec<ReplicaProbe>) {
+        let mut state = self.state.lock();
+        let mut closing = vec![];
+        for (address, verdict) in asked {
+            let too_old = match verdict {
+                Ok(Verdict::TooOld) => {
+                    if state.too_old.insert(address.clone()) {
+                        tracing::info!(replica = %address, "cluster: a replica's data is too old for it to be promoted; its primary's writes no longer wait for it");
+                    }
+                    true
+                }
+                Ok(Verdict::MayRun) => {
+                    if state.too_old.remove(&address) {
+                        tracing::info!(replica = %address, "cluster: a replica's link is back; its primary's writes wait for it again");
+                    }
+                    false
+                }
+                // Unknown: the verdict stands (a replica too old stays so
+                // until its link is back, which a sync brings).
+                Err(e) => {
+                    tracing::debug!(replica = %address, error = %e, "asking a replica its data age failed");
+                    state.too_old.contains(&address)
+                }
+            };
+            if !too_old {
+                closing.extend(self.probes.lock().remove(&address));
+            }
+        }
+        let (primaries, owners) = primaries_in(&state.nodes, &state.too_old);
+        let changed = state.primaries != primaries || state.owners != owners;
+        state.primaries = primaries;
+        state.owners = owners;
+        state.recheck = (!state.too_old.is_empty()).then(|| Instant::now() + TOO_OLD_PERIOD);
+        (changed, closing)
+    }
+
+    /// The replicas judged too old, if it is time to ask them again.
+    fn recheck_due(&self) -> Vec<String> {
+        let mut state = self.state.lock();
+        match state.recheck {
+            Some(at) if at <= Instant::now() => {
+                state.recheck = None;
+                state.too_old.iter().cloned().collect()
+            }
+            _ => vec![],
+        }
+    }
+
+    /// Closes the connections kept to replicas.
+    pub(crate) async fn close(&self) {
+        let probes: Vec<ReplicaProbe> = self.probes.lock().drain().map(|(_, p)| p).collect();
+        for probe in probes {
+            probe.close().await;
+        }
     }
 
     /// The next primary to ask, in turn.
@@ -213,7 +377,8 @@ impl ClusterWatch {
     }
 
     /// Moves the nodes whose gap is over from `later` to `wanted`. Returns
-    /// whether any node is wanted, and when the next of `later` is due.
+    /// whether any node is wanted, and when the next of `later` (or the
+    /// next check of the replicas too old) is due.
     fn promote_due(&self) -> (bool, Option<Instant>) {
         let mut state = self.state.lock();
         let now = Instant::now();
@@ -229,7 +394,12 @@ impl ClusterWatch {
                 state.wanted.push(node);
             }
         }
-        let next = state.later.iter().map(|(_, at)| *at).min();
+        let next = state
+            .later
+            .iter()
+            .map(|(_, at)| *at)
+            .chain(state.recheck)
+            .min();
         (!state.wanted.is_empty(), next)
     }
 
@@ -239,6 +409,10 @@ impl ClusterWatch {
     pub(crate) async fn run(self: Arc<Self>, changed: impl Fn()) {
         let mut due = Instant::now() + SCAN_PERIOD;
         loop {
+            let recheck = self.recheck_due();
+            if !recheck.is_empty() && self.probe(recheck).await {
+                changed();
+            }
             let (wanted, later) = self.promote_due();
             if !wanted && Instant::now() < due {
                 let until = later.map_or(due, |at| at.min(due));
@@ -251,22 +425,31 @@ impl ClusterWatch {
             // Every node wanted now is asked at once, each under its own
             // timeout: a hung primary does not hold the others' reads up.
             let wanted: Vec<Server> = std::mem::take(&mut self.state.lock().wanted);
-            let nodes = match wanted.is_empty() {
-                false => wanted,
-                true => {
+            let forced = !wanted.is_empty();
+            let nodes = match forced {
+                true => wanted,
+                false => {
                     due = Instant::now() + SCAN_PERIOD;
                     self.next_node().into_iter().collect()
                 }
             };
-            let asked = futures::future::join_all(nodes.iter().map(|node| self.ask(node))).await;
+            let asked =
+                futures::future::join_all(nodes.iter().map(|node| self.ask(node, forced))).await;
             let mut any = false;
+            let mut to_probe = vec![];
             for (node, outcome) in nodes.iter().zip(asked) {
                 match outcome {
-                    Ok(changed) => any |= changed,
+                    Ok((changed, replicas)) => {
+                        any |= changed;
+                        to_probe.extend(replicas);
+                    }
                     Err(e) => {
                         tracing::debug!(node = %node, error = %e, "cluster scan failed; the next one asks another node")
                     }
                 }
+            }
+            if !to_probe.is_empty() {
+                any |= self.probe(to_probe).await;
             }
             if any {
                 changed();
@@ -275,11 +458,14 @@ impl ClusterWatch {
     }
 }
 
-/// Every primary serving slots in `CLUSTER NODES`, by address (and
-/// announced hostname), with its replicas judged by the cluster's rule;
-/// and the slots each serves.
-fn primaries_in(text: &str) -> (HashMap<String, PrimaryReplicas>, SlotOwners) {
-    let nodes = parse_cluster_nodes(text);
+/// Every primary serving slots in `nodes`, by address (and announced
+/// hostname), with its replicas judged by the cluster's rule (those in
+/// `too_old` cannot run for election, nor acknowledge a write: their link
+/// is down or silent); and the slots each serves.
+fn primaries_in(
+    nodes: &[ClusterNode],
+    too_old: &HashSet<String>,
+) -> (HashMap<String, PrimaryReplicas>, SlotOwners) {
     let mut primaries = HashMap::new();
     let mut owners = SlotOwners::new();
     for primary in nodes.iter().filter(|n| n.is_primary() && n.has_slots()) {
@@ -289,7 +475,13 @@ fn primaries_in(text: &str) -> (HashMap<String, PrimaryReplicas>, SlotOwners) {
             .iter()
             .filter(|n| n.primary_id.as_deref() == Some(primary.id.as_str()))
         {
-            match cluster_standing(replica) {
+            let standing = match cluster_standing(replica) {
+                Standing::Promotable if too_old.contains(&replica.address) => {
+                    Standing::Passed { may_ack: false }
+                }
+                standing => standing,
+            };
+            match standing {
                 Standing::Promotable => promotable_at.push(replica.address.clone()),
                 Standing::LeftOut => replicas.left_out += 1,
                 Standing::Passed { may_ack: true } => replicas.others += 1,
@@ -328,7 +520,7 @@ r2 127.0.0.1:7004@17004 slave,fail a1 0 0 1 disconnected
 r3 127.0.0.1:7005@17005 slave,nofailover b2 0 0 2 connected
 r4 127.0.0.1:7006@17006 slave,fail? a1 0 0 1 disconnected
 ";
-        let (primaries, _) = primaries_in(text);
+        let (primaries, _) = primaries_in(&parse_cluster_nodes(text), &HashSet::new());
         assert_eq!(primaries.len(), 2, "a primary without slots is not one");
         // r4: only the node asked has lost it; the cluster would promote it.
         assert_eq!(
@@ -355,13 +547,15 @@ r4 127.0.0.1:7006@17006 slave,fail? a1 0 0 1 disconnected
     fn a_slot_is_served_by_the_primary_whose_range_holds_it() {
         let watch = ClusterWatch::new(
             Client::new(fred::types::config::Config::default(), None, None, None),
+            fred::types::config::Config::default(),
             Duration::from_secs(1),
+            "test",
         );
         let text = "\
 a1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-100 200
 b2 127.0.0.1:7001@17001,node-b master - 0 0 2 connected 101-199 201-16383
 ";
-        let (primaries, owners) = primaries_in(text);
+        let (primaries, owners) = primaries_in(&parse_cluster_nodes(text), &HashSet::new());
         *watch.state.lock() = State {
             primaries,
             owners,
@@ -392,14 +586,17 @@ b2 127.0.0.1:7001@17001,node-b master - 0 0 2 connected 101-199 201-16383
             "a 127.0.0.1:7000@17000,, master,, - x y z connected 0-16383-1",
             "\u{feff}a \u{e9}:\u{e9} master - 0 0 1 connected \u{e9}",
         ] {
-            let (primaries, owners) = primaries_in(text);
+            let (primaries, owners) = primaries_in(&parse_cluster_nodes(text), &HashSet::new());
             assert!(
                 owners.iter().all(|((start, end), _)| start <= end),
                 "{text:?}"
             );
             let _ = primaries;
         }
-        let (primaries, owners) = primaries_in("a :0@1 master - 0 0 1 connected 99999-0 5-3 x");
+        let (primaries, owners) = primaries_in(
+            &parse_cluster_nodes("a :0@1 master - 0 0 1 connected 99999-0 5-3 x"),
+            &HashSet::new(),
+        );
         assert!(primaries.is_empty() && owners.is_empty());
     }
 }

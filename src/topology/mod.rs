@@ -20,7 +20,9 @@
 //! engine's.
 
 pub(crate) mod cluster;
+pub(crate) mod node;
 pub(crate) mod promotion;
+pub(crate) mod replica_age;
 pub(crate) mod resolver;
 pub(crate) mod sentinel;
 
@@ -69,7 +71,12 @@ enum Deployment {
     Single,
     Sentinel(Arc<Sentinels>),
     /// Set once the command connection exists (it carries the scans).
-    Cluster(parking_lot::RwLock<Option<Arc<ClusterWatch>>>),
+    Cluster {
+        watch: parking_lot::RwLock<Option<Arc<ClusterWatch>>>,
+        /// The client's settings and id, for the connections to replicas.
+        base: Box<FredConfig>,
+        client_id: String,
+    },
 }
 
 /// A connection that follows the sentinels' primary.
@@ -121,7 +128,11 @@ impl Topology {
     ) -> Result<(Arc<Topology>, FredConfig)> {
         let (deployment, data) = match &fred.server {
             ServerConfig::Clustered { .. } => (
-                Deployment::Cluster(parking_lot::RwLock::new(None)),
+                Deployment::Cluster {
+                    watch: parking_lot::RwLock::new(None),
+                    base: Box::new(fred.clone()),
+                    client_id: client_id.to_string(),
+                },
                 fred.clone(),
             ),
             ServerConfig::Sentinel {
@@ -182,7 +193,7 @@ impl Topology {
 
     /// Whether this is a cluster.
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self.deployment, Deployment::Cluster(_))
+        matches!(self.deployment, Deployment::Cluster { .. })
     }
 
     /// Before `client` connects: on Sentinel, it resolves its address to the
@@ -225,8 +236,13 @@ impl Topology {
         let mut tasks = vec![];
         match &self.deployment {
             Deployment::Single => {}
-            Deployment::Cluster(slot) => {
-                let watch = ClusterWatch::new(redis.clone(), self.timeout);
+            Deployment::Cluster {
+                watch: slot,
+                base,
+                client_id,
+            } => {
+                let watch =
+                    ClusterWatch::new(redis.clone(), (**base).clone(), self.timeout, client_id);
                 watch.scan_once().await?;
                 *slot.write() = Some(watch.clone());
                 let me = Arc::downgrade(self);
@@ -284,7 +300,9 @@ impl Topology {
                     },
                 }
             }
-            Deployment::Cluster(slot_watch) => {
+            Deployment::Cluster {
+                watch: slot_watch, ..
+            } => {
                 let Some(watch) = slot_watch.read().clone() else {
                     return Requirement::Unsettled("the cluster has not been scanned yet".into());
                 };
@@ -324,7 +342,7 @@ impl Topology {
     /// know the slot's owner.
     pub(crate) fn serves(&self, slot: u16, address: &str) -> Option<bool> {
         match &self.deployment {
-            Deployment::Cluster(watch) => watch.read().as_ref()?.serves(slot, address),
+            Deployment::Cluster { watch, .. } => watch.read().as_ref()?.serves(slot, address),
             _ => None,
         }
     }
@@ -344,7 +362,7 @@ impl Topology {
         match &self.deployment {
             Deployment::Single => {}
             Deployment::Sentinel(sentinels) => sentinels.refresh(),
-            Deployment::Cluster(watch) => {
+            Deployment::Cluster { watch, .. } => {
                 if let (Some(watch), Some(node)) = (watch.read().clone(), primary_of(writer, slot))
                 {
                     watch.refresh(node);
@@ -373,7 +391,7 @@ impl Topology {
         match &self.deployment {
             Deployment::Single => {}
             Deployment::Sentinel(sentinels) => sentinels.refresh(),
-            Deployment::Cluster(watch) => {
+            Deployment::Cluster { watch, .. } => {
                 if let Some(watch) = watch.read().clone() {
                     watch.refresh_all();
                 }
@@ -387,8 +405,15 @@ impl Topology {
         for task in self.tasks.lock().drain(..) {
             task.abort();
         }
-        if let Deployment::Sentinel(sentinels) = &self.deployment {
-            sentinels.quit().await;
+        match &self.deployment {
+            Deployment::Sentinel(sentinels) => sentinels.quit().await,
+            Deployment::Cluster { watch, .. } => {
+                let watch = watch.read().clone();
+                if let Some(watch) = watch {
+                    watch.close().await;
+                }
+            }
+            Deployment::Single => {}
         }
         self.followers.lock().clear();
     }

@@ -51,13 +51,14 @@ use std::time::Duration;
 
 use fred::clients::{Client, SubscriberClient};
 use fred::interfaces::{ClientInterface, ClientLike, EventInterface, PubsubInterface};
-use fred::types::config::{Config as FredConfig, ReconnectPolicy, ServerConfig};
+use fred::types::config::{Config as FredConfig, ReconnectPolicy};
 use fred::types::{Builder, ClusterHash, CustomCommand, Value};
 use parking_lot::Mutex;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::topology::node;
 use crate::topology::promotion::{sentinel_standing, SentinelPrimary, SentinelReplica, Standing};
 
 /// One sentinel is polled per tick, in turn.
@@ -482,34 +483,19 @@ impl Sentinels {
     }
 
     async fn connect(&self, host: &Address) -> Result<Client> {
-        let mut config = self.config_for(host);
-        config.fail_fast = true;
-        let client = Builder::from_config(config)
-            .with_connection_config(|c| {
-                c.connection_timeout = self.timeout;
-                c.internal_command_timeout = self.timeout;
-            })
-            .with_performance_config(|p| p.default_command_timeout = self.timeout)
-            .build()
-            .map_err(|e| Error::Config(e.details().to_string()))?;
-        if let Err(e) = client.init().await {
-            let _ = client.quit().await;
-            return Err(Error::from_redis(&e, self.timeout));
-        }
-        // The name only helps an operator tell our connections apart; a
-        // sentinel ACL without `+client|setname` must not refuse the view.
-        if let Err(e) = client.client_setname(&self.connection_name).await {
-            tracing::debug!(sentinel = %host, error = %e, "sentinel connection left unnamed");
-        }
-        Ok(client)
+        node::connect(
+            &self.base,
+            &host.host,
+            host.port,
+            self.timeout,
+            &self.connection_name,
+        )
+        .await
     }
 
     /// The settings of a connection to one sentinel.
     fn config_for(&self, host: &Address) -> FredConfig {
-        let mut config = self.base.clone();
-        config.server = ServerConfig::new_centralized(&host.host, host.port);
-        config.database = None;
-        config
+        node::config_for(&self.base, &host.host, host.port)
     }
 
     async fn ask_connected(&self, client: &Client) -> Result<Answer> {

@@ -381,6 +381,19 @@ impl Cluster {
             .expect("every slot is covered")
     }
 
+    /// Every replica of primary `port` (its `INFO replication`).
+    pub async fn replicas_of(&self, port: u16) -> Vec<u16> {
+        let info = on_node(port, "INFO", vec!["replication"])
+            .await
+            .as_string()
+            .unwrap_or_default();
+        info.lines()
+            .filter(|l| l.starts_with("slave") && l.contains(":ip="))
+            .filter_map(|l| l.split(',').find_map(|kv| kv.strip_prefix("port=")))
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    }
+
     /// The replica of primary `port`.
     pub async fn replica_of(&self, port: u16) -> u16 {
         let c = node_client(port).await;

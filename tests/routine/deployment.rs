@@ -29,6 +29,10 @@ pub struct Timings {
     /// `repl-diskless-sync-delay 0` (a restarted replica syncs at once)
     /// instead of the server's default 5 s: the bounded run's speed.
     pub sync_at_once: bool,
+    /// The operations on shapes beyond the suite's own (a priority-0
+    /// replica, a replica whose replication is refused): the full run only,
+    /// as `tests/sentinel.rs` and `tests/cluster.rs` test them in CI.
+    pub shapes: bool,
 }
 
 impl Timings {
@@ -42,6 +46,7 @@ impl Timings {
             sentinel_fault: Duration::from_secs(10),
             populate: 200_000,
             sync_at_once: true,
+            shapes: false,
         }
     }
 
@@ -51,6 +56,7 @@ impl Timings {
             sentinel_fault: Duration::from_secs(60),
             populate: 3_000_000,
             sync_at_once: false,
+            shapes: true,
             ..Self::bounded()
         }
     }

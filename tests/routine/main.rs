@@ -57,12 +57,13 @@ async fn run(kind: Kind, timings: &Timings) -> Vec<Row> {
     let resource = Arc::new(Resource::start().await);
     let load = Load::start(&deployment, timings.watchdog, resource).await;
     load.recovered(Duration::from_secs(60)).await;
-    let operations: &[Operation] = match kind {
-        Kind::Sentinel => &Operation::SENTINEL,
-        Kind::Cluster => &Operation::CLUSTER,
+    let (operations, shapes): (&[Operation], &[Operation]) = match kind {
+        Kind::Sentinel => (&Operation::SENTINEL, &Operation::SENTINEL_SHAPES),
+        Kind::Cluster => (&Operation::CLUSTER, &Operation::CLUSTER_SHAPES),
     };
+    let shapes = if timings.shapes { shapes } else { &[] };
     let mut runs: Vec<Run> = vec![];
-    for (index, &operation) in operations.iter().enumerate() {
+    for (index, &operation) in operations.iter().chain(shapes).enumerate() {
         let from_us = now_us();
         if let Some(previous) = runs.last_mut() {
             previous.to_us = from_us;

@@ -53,6 +53,15 @@ pub enum Operation {
     /// A cluster replica cut off the cluster bus both ways (its replication
     /// link and clients still reach it), then let back.
     BusCut,
+    /// A replica given `replica-priority 0` (a disaster-recovery copy
+    /// Sentinel never promotes), stopped (SIGSTOP) as long as a sentinel
+    /// fault lasts, then resumed.
+    DrReplicaStopped,
+    /// A cluster replica's replication refused (the user it replicates as
+    /// switched off on its primary) for longer than the replica's own
+    /// data-age limit, its bus untouched: the cluster never flags it, and
+    /// would not promote it. Then allowed again.
+    ReplicationBroken,
 }
 
 impl Operation {
@@ -74,6 +83,10 @@ impl Operation {
         Operation::PrimaryPaused,
         Operation::BusCut,
     ];
+
+    /// The full run's operations on deployment shapes beyond the suite's.
+    pub const SENTINEL_SHAPES: [Operation; 1] = [Operation::DrReplicaStopped];
+    pub const CLUSTER_SHAPES: [Operation; 1] = [Operation::ReplicationBroken];
 
     /// What is done, in words, at `timings`.
     pub fn label(self, timings: &Timings) -> String {
@@ -99,6 +112,15 @@ impl Operation {
                 format!("a replica in full resync of {} keys", timings.populate)
             }
             Operation::BusCut => "a replica cut off the cluster bus".into(),
+            Operation::DrReplicaStopped => format!(
+                "a priority-0 replica stopped {}",
+                secs(timings.sentinel_fault)
+            ),
+            Operation::ReplicationBroken => format!(
+                "a replica's replication refused {} (its limit: {})",
+                secs(broken_for(timings)),
+                secs(timings.node_timeout * 2 + Duration::from_secs(1))
+            ),
         }
     }
 
@@ -115,6 +137,26 @@ impl Operation {
 
     /// Before the operation, outside what is measured.
     pub async fn prepare(self, deployment: &Deployment, timings: &Timings) {
+        if self == Operation::DrReplicaStopped {
+            let dr = *deployment.replicas().await.last().unwrap();
+            on_node(dr, "CONFIG", vec!["SET", "replica-priority", "0"]).await;
+            let sentinels: Vec<u16> = deployment
+                .sentinel()
+                .sentinels
+                .iter()
+                .map(|s| s.port)
+                .collect();
+            // Sentinels read a replica's priority from its INFO, every 10 s.
+            until("every sentinel sees the priority-0 replica", || async {
+                for &sentinel in &sentinels {
+                    if !lists_priority_zero(sentinel).await {
+                        return false;
+                    }
+                }
+                true
+            })
+            .await;
+        }
         if self == Operation::ReplicaFullResync {
             let primary = populate_client(deployment.primary().await).await;
             for step in 0..timings.populate.div_ceil(POPULATE_STEP) {
@@ -138,6 +180,10 @@ impl Operation {
 
     /// After the operation, outside what is measured.
     pub async fn clean_up(self, deployment: &Deployment) {
+        if self == Operation::DrReplicaStopped {
+            let dr = *deployment.replicas().await.last().unwrap();
+            on_node(dr, "CONFIG", vec!["SET", "replica-priority", "100"]).await;
+        }
         if self == Operation::ReplicaFullResync {
             let primary = populate_client(deployment.primary().await).await;
             let _: Value = primary
@@ -329,10 +375,83 @@ impl Operation {
                 events.note("healthy".into());
                 events.merge(observer.stop().await);
             }
+            Operation::DrReplicaStopped => {
+                let dr = *deployment.replicas().await.last().unwrap();
+                let primary = deployment.primary().await;
+                let observer = Observer::start(deployment, primary, dr).await;
+                deployment.node_mut(dr).freeze();
+                events.note(format!("priority-0 replica {dr} frozen (SIGSTOP)"));
+                tokio::time::sleep(timings.sentinel_fault).await;
+                deployment.node_mut(dr).thaw();
+                events.note(format!("priority-0 replica {dr} thawed (SIGCONT)"));
+                deployment.await_in_sync(dr, heal).await;
+                deployment
+                    .await_healthy("priority-0 replica back", heal)
+                    .await;
+                events.note(format!("replica {dr} in sync"));
+                events.merge(observer.stop().await);
+            }
+            Operation::ReplicationBroken => {
+                let replica = deployment.replicas().await[0];
+                let primary = deployment.primary().await;
+                let observer = Observer::start(deployment, primary, replica).await;
+                // Its own limit: past the node timeout, 1 s (ping period)
+                // + the node timeout x 1.
+                for (name, value) in [
+                    ("cluster-replica-validity-factor", "1"),
+                    ("repl-ping-replica-period", "1"),
+                ] {
+                    on_node(replica, "CONFIG", vec!["SET", name, value]).await;
+                }
+                let user = "routine-replication";
+                on_node(
+                    primary,
+                    "ACL",
+                    vec!["SETUSER", user, "on", ">routine", "~*", "+@all"],
+                )
+                .await;
+                on_node(replica, "CONFIG", vec!["SET", "masteruser", user]).await;
+                on_node(replica, "CONFIG", vec!["SET", "masterauth", "routine"]).await;
+                on_node(primary, "ACL", vec!["SETUSER", user, "off"]).await;
+                on_node(replica, "CLIENT", vec!["KILL", "TYPE", "master"]).await;
+                events.note(format!(
+                    "replica {replica}: replication refused (its user switched off on the primary)"
+                ));
+                tokio::time::sleep(broken_for(timings)).await;
+                on_node(primary, "ACL", vec!["SETUSER", user, "on"]).await;
+                events.note(format!("replica {replica}: replication allowed again"));
+                deployment.await_in_sync(replica, heal).await;
+                deployment.await_healthy("replication back", heal).await;
+                events.note(format!("replica {replica} in sync"));
+                events.merge(observer.stop().await);
+            }
         }
         events.0.sort_by_key(|(at, _)| *at);
         events.0
     }
+}
+
+/// How long a replica's replication stays refused: its limit (the node
+/// timeout, 1 s, the node timeout again) and 5 s more.
+fn broken_for(timings: &Timings) -> Duration {
+    timings.node_timeout * 2 + Duration::from_secs(6)
+}
+
+/// Whether the sentinel on `port` lists a replica of priority 0.
+async fn lists_priority_zero(port: u16) -> bool {
+    let Value::Array(replicas) = on_node(port, "SENTINEL", vec!["REPLICAS", "mymaster"]).await
+    else {
+        return false;
+    };
+    replicas.iter().any(|fields| {
+        let Value::Array(fields) = fields else {
+            return false;
+        };
+        fields.chunks(2).any(|kv| {
+            kv[0].as_string().as_deref() == Some("slave-priority")
+                && kv[1].as_string().as_deref() == Some("0")
+        })
+    })
 }
 
 #[derive(Default)]

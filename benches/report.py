@@ -538,7 +538,7 @@ RUST, JVM = "redisson-lock", "Redisson 4.7.0 (JVM)"
 
 
 def is_discovery(command):
-    return command.split("|")[0] in ("cluster", "info", "role", "sentinel", "command", "hello")
+    return command.split("|")[0] in ("cluster", "info", "role", "sentinel", "command", "hello", "config")
 
 
 def short(deployment):
@@ -602,6 +602,31 @@ def discovery_findings(d, above):
                     f"second under contention, against {per_client(window_of(dep, JVM, 'idle'), 'info'):.3f} idle: "
                     "its `INFO ALL` to a primary when a `WAIT` reply differs from the replica count it "
                     "cached.\n")
+    for dep in d["deployments"]:
+        name = short(dep["deployment"])
+        o, t = window_of(dep, RUST, "lagging"), window_of(dep, JVM, "lagging")
+        oc, tc = window_of(dep, RUST, "contended"), window_of(dep, JVM, "contended")
+        if not (o and t and oc and tc):
+            continue
+        listed = lambda w: ", ".join(
+            f"`{c.upper().replace('|', ' ')}` {per_client(w, c):.3f}"
+            for c in sorted(w["net"]) if is_discovery(c) and per_client(w, c) >= 0.0005) or "none"
+        conns = lambda w: sum(w["connections_received"].values())
+        out += f"""* **{name}, lagging** (a replica that does not replicate): redisson-lock sent
+  {o['discovery_per_client_per_sec']:.3f} discovery commands per client per second ({listed(o)}),
+  against {oc['discovery_per_client_per_sec']:.3f} with every replica answering; Redisson
+  {t['discovery_per_client_per_sec']:.3f} ({listed(t)}), against {tc['discovery_per_client_per_sec']:.3f}.
+  New connections in the window: {conns(o)} and {conns(t)}. Acquisitions: {o['acquisitions']}
+  ({o['errors']} refused or failed) and {t['acquisitions']} ({t['errors']}).
+"""
+    out += """* **What bounds the crate's traffic while writes fall short.** On a cluster, a write that
+  falls short asks its primary's `CLUSTER NODES` again, at most once a second per node and client,
+  and that primary's promotable replicas their data age, at most every 5 s per replica and client:
+  one `INFO replication` on a connection kept while in use (closed 30 s after its last use), and
+  its three `CONFIG GET`s at most every 30 s. A replica past its data-age limit is asked every second
+  until its link is back, and its primary's writes stop falling short. On Sentinel, a write that
+  falls short polls every sentinel, at most twice a second per client.
+"""
     sent = [dep for dep in d["deployments"] if short(dep["deployment"]) == "Sentinel"]
     for dep in sent:
         o, t = window_of(dep, RUST, "idle"), window_of(dep, JVM, "idle")
@@ -626,7 +651,7 @@ def discovery_section(d):
     for dep in d["deployments"]:
         ws = {(w["side"], w["workload"]): w for w in dep["windows"]}
         name = short(dep["deployment"])
-        for workload in ("contended", "idle"):
+        for workload in ("contended", "lagging", "idle"):
             ours, theirs = ws.get((RUST, workload)), ws.get((JVM, workload))
             if not ours or not theirs:
                 continue
@@ -690,7 +715,11 @@ runs it too) writes `target/bench-discovery.json`; the figures below are from
   {shape['locks']} names at random (watchdog lease), holds it {shape['hold_ms']} ms and unlocks
   it, for {shape['contended_s']} s after a {shape['warmup_s']} s warm-up; a loop then finishes
   the round it is in (a `lock()` already waiting gets its lock), so the windows lasted
-  {min(contended):.0f}–{max(contended):.0f} s. **Idle**: then every task
+  {min(contended):.0f}–{max(contended):.0f} s. **Lagging** (issue 37, item 11): the same load for
+  {shape.get('lagging_s', 0)} s while one replica of the first primary does not replicate (the user
+  it replicates as switched off on its primary, its link cut; its bus, pings and clients
+  untouched): on the cluster every write to that shard falls short of its only replica, on
+  Sentinel the other replica still answers. **Idle**: then every task
   holds a lock of its own ({shape['clients'] * shape['tasks']} locks, renewed by the watchdog) for
   {shape['idle_s']} s, and nothing contends.
 * **redisson-lock**: {shape['clients']} `RedissonClient`s in the bench process, default settings.
@@ -709,7 +738,8 @@ runs it too) writes `target/bench-discovery.json`; the figures below are from
   A first {shape['quiet_s']} s window with nobody connected measures what the sentinels and
   replicas send on their own (the sentinels' `INFO` every 10 s, `PING`, `REPLCONF`); its rate,
   per node role and command, is taken out of every later window.
-* **Discovery commands** are `CLUSTER *`, `INFO`, `ROLE`, `SENTINEL *`, `COMMAND *` and `HELLO`.
+* **Discovery commands** are `CLUSTER *`, `INFO`, `ROLE`, `SENTINEL *`, `COMMAND *`, `HELLO` and
+  `CONFIG *` (a cluster replica's election settings, read when its primary's writes fall short).
 * **Machine.** 2 cores shared by the redis-servers, the bench process and the JVM (each side runs
   alone, but the servers run throughout), and in this run by other work on the machine; each
   side's throughput is in the context table, and a side slowed down scans no less.

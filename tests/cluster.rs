@@ -758,6 +758,12 @@ async fn a_replica_too_old_to_be_promoted_holds_no_write_up() {
         vec!["SET", "repl-ping-replica-period", "1"],
     )
     .await;
+    let mut strict = config(&cluster.url(), Duration::from_secs(2));
+    strict.slaves_sync_timeout = Duration::from_millis(200);
+    let client = RedissonClient::connect(strict).await.unwrap();
+    let lock = client.lock(name).unwrap();
+    lock.lock().await.unwrap().unlock().await.unwrap();
+
     // It replicates as a user the primary can switch off.
     on_node(
         primary,
@@ -769,6 +775,12 @@ async fn a_replica_too_old_to_be_promoted_holds_no_write_up() {
     on_node(replica, "CONFIG", vec!["SET", "masterauth", "secret"]).await;
     on_node(primary, "ACL", vec!["SETUSER", "replication", "off"]).await;
     on_node(replica, "CLIENT", vec!["KILL", "TYPE", "master"]).await;
+    // While the cluster would still promote it, writes are refused.
+    let refused = within("a write refused", lock.lock()).await;
+    assert!(
+        matches!(refused, Err(Error::ReplicasNotSynced { .. })),
+        "{refused:?}"
+    );
     // 3 s past the node timeout, and a second for INFO's whole seconds.
     until(
         "the replica's link down for longer than its limit",
@@ -797,12 +809,8 @@ async fn a_replica_too_old_to_be_promoted_holds_no_write_up() {
         .to_string();
     assert_eq!(line.split_whitespace().nth(2), Some("slave"), "{line}");
 
-    let mut strict = config(&cluster.url(), Duration::from_secs(2));
-    strict.slaves_sync_timeout = Duration::from_millis(200);
-    let client = RedissonClient::connect(strict).await.unwrap();
-    let lock = client.lock(name).unwrap();
-    // The first write falls short and has the replica asked its age;
-    // refusals until then are the check doing its job.
+    // A write that falls short has the replica asked its age again (at
+    // most every 5 s); refusals until then are the check doing its job.
     let mut refused = 0;
     let guard = within("a lock once the replica is too old", async {
         loop {

@@ -269,6 +269,68 @@ async fn holds_redis_counts_beyond_ours_are_drained_by_the_last_unlock() {
     assert_eq!(client.held_locks(), 0);
 }
 
+/// Issue 37 item 5: a re-entry abandoned after Redis counted it is given
+/// back in the background (read the owner's count, unlock what exceeds the
+/// holds tracked). If one of those unlocks releases the lock (someone took
+/// a hold away between the read and the unlock), the holds this client
+/// tracks went with it: the guard left is told it is lost. Before, the
+/// give-back stopped there and the guard went on believing it held the
+/// lock, not even at risk.
+#[tokio::test]
+async fn a_give_back_that_frees_the_lock_tells_the_guard_left() {
+    let server = RedisServer::start().await;
+    let proxy = Proxy::start(server.port).await;
+    let raw = server.raw().await;
+    // The next renewal, which would find the lock gone too, is 40 s away:
+    // past `within`'s bound, so only the give-back can tell.
+    let client =
+        redisson_lock::RedissonClient::connect(config(&proxy.url(), Duration::from_secs(120)))
+            .await
+            .unwrap();
+    let lock = client.lock("handed").unwrap();
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    let outer = lock.lock().await.unwrap();
+    let field = outer.field();
+    let count = || async {
+        raw.hget::<Option<i64>, _, _>("handed", &field)
+            .await
+            .unwrap()
+    };
+
+    // The re-entry runs on Redis (1 -> 2), its reply held back, and its
+    // caller gives up on it.
+    proxy.stall_replies();
+    {
+        let reentry = outer.scope(lock.lock());
+        futures::pin_mut!(reentry);
+        drive_until("the re-entry runs on Redis", &mut reentry, || async {
+            count().await == Some(2)
+        })
+        .await;
+    }
+    // The give-back's read of the count (2) is answered while its reply is
+    // held; meanwhile one hold is taken away (1 left); then the reply goes.
+    let reads = command_calls(&raw, "hget").await;
+    proxy.stall_replies_from("HGET");
+    proxy.resume_replies();
+    common::topology::until("the give-back read the count", || async {
+        command_calls(&raw, "hget").await > reads
+    })
+    .await;
+    let _: i64 = raw.hincrby("handed", &field, -1).await.unwrap();
+    proxy.resume_replies();
+
+    // It gives back the one hold it believes untracked: that frees the lock.
+    within("the guard left told it is lost", outer.lost()).await;
+    assert!(outer.is_lost());
+    assert_eq!(raw.exists::<i64, _>("handed").await.unwrap(), 0);
+    assert!(matches!(
+        outer.unlock().await,
+        Err(Error::LockLost { .. } | Error::NotHeld { .. })
+    ));
+    client.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_reacquire_right_after_a_draining_unlock_keeps_its_hold() {
     let server = RedisServer::start().await;

@@ -149,7 +149,7 @@ pub fn delta(before: &NodeStats, after: &NodeStats) -> BTreeMap<String, u64> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     /// Learning the deployment: `CLUSTER *`, `INFO`, `ROLE`, `SENTINEL *`,
-    /// `COMMAND *`, `HELLO`.
+    /// `COMMAND *`, `HELLO`, `CONFIG *` (a replica's election settings).
     Discovery,
     Wait,
     Script,
@@ -159,7 +159,9 @@ pub enum Kind {
 pub fn kind(command: &str) -> Kind {
     let base = command.split('|').next().unwrap_or(command);
     match base {
-        "cluster" | "info" | "role" | "sentinel" | "command" | "hello" => Kind::Discovery,
+        "cluster" | "info" | "role" | "sentinel" | "command" | "hello" | "config" => {
+            Kind::Discovery
+        }
         "wait" => Kind::Wait,
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => Kind::Script,
         _ => Kind::Other,

@@ -11,6 +11,8 @@
 //! 2. **redisson-lock**: N `RedissonClient`s in this process; after a
 //!    warm-up, **contended**: T tasks per client each lock a random one of
 //!    64 names (watchdog lease), hold it briefly, unlock, for a fixed time;
+//!    then **lagging**: the same while one replica of a primary does not
+//!    replicate (issue 37, item 11: the traffic of writes that fall short);
 //!    then **idle**: every task holds a lock of its own, nobody contends;
 //!    then the clients shut down and a **quiet** window checks that nothing
 //!    of theirs is left running;
@@ -46,6 +48,9 @@ pub struct Shape {
     pub hold_ms: u64,
     pub warmup_s: u64,
     pub contended_s: u64,
+    /// The contended load again, while a replica of one primary does not
+    /// replicate (its writes fall short of it).
+    pub lagging_s: u64,
     pub idle_s: u64,
     pub quiet_s: u64,
 }
@@ -55,7 +60,7 @@ pub struct Shape {
 pub struct Window {
     /// `redisson-lock`, `Redisson 4.7.0 (JVM)`, or `none`.
     pub side: String,
-    /// `background`, `contended`, `idle` or `quiet`.
+    /// `background`, `contended`, `lagging`, `idle` or `quiet`.
     pub workload: String,
     /// Clients connected during the window.
     pub clients: usize,
@@ -423,6 +428,29 @@ async fn rust_side(
     eprintln!("{w}");
     windows.push(w);
 
+    let broken = deployment.break_a_replica().await;
+    let before = probe.snapshot().await;
+    let load = rust_contend(
+        &clients,
+        shape.tasks,
+        &names,
+        hold,
+        Duration::from_secs(shape.lagging_s),
+    )
+    .await;
+    let after = probe.snapshot().await;
+    deployment.mend(broken).await;
+    let w = window(
+        &deployment.nodes,
+        (RUST, "lagging", clients.len()),
+        &before,
+        &after,
+        Some(background),
+        load,
+    );
+    eprintln!("{w}");
+    windows.push(w);
+
     // Idle: every task's lock of its own, held under the watchdog.
     let mut guards = vec![];
     let mut taking = vec![];
@@ -651,6 +679,22 @@ async fn jvm_side(
     eprintln!("{w}");
     windows.push(w);
 
+    let broken = deployment.break_a_replica().await;
+    let before = probe.snapshot().await;
+    let load = jvm.contend(shape, shape.lagging_s).await;
+    let after = probe.snapshot().await;
+    deployment.mend(broken).await;
+    let w = window(
+        &deployment.nodes,
+        (JVM, "lagging", shape.clients),
+        &before,
+        &after,
+        Some(background),
+        load,
+    );
+    eprintln!("{w}");
+    windows.push(w);
+
     let held: u64 = jvm
         .call(
             format!("hold discovery:jvm-idle {}", shape.tasks),
@@ -690,7 +734,7 @@ pub fn table(results: &Results) -> String {
         "| deployment | workload | redisson-lock | Redisson 4.7.0 | ratio | WAIT (ours / theirs) | scripts (ours / theirs) |\n|---|---|---|---|---|---|---|\n",
     );
     for d in &results.deployments {
-        for workload in ["contended", "idle"] {
+        for workload in ["contended", "lagging", "idle"] {
             let find = |side: &str| {
                 d.windows
                     .iter()

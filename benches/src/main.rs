@@ -20,7 +20,7 @@
 //! `... -- giveups [QUEUED] [WAITERS]` has WAITERS fair-lock waiters (256)
 //! behind QUEUED others (5000) give up at once while one connection PINGs:
 //! how long Redis left the PINGs unanswered (`giveups.rs`);
-//! `... -- discovery [--quick] [--clients N] [--tasks N] [--seconds S] [--idle-seconds S] [--out FILE]`
+//! `... -- discovery [--quick] [--clients N] [--tasks N] [--seconds S] [--lagging-seconds S] [--idle-seconds S] [--out FILE]`
 //! counts the commands clients send to learn their deployment, per client per
 //! second, on a 3+3 cluster and on Sentinel, redisson-lock and Redisson side
 //! by side (`discovery.rs`; issue 29, item 5).
@@ -95,6 +95,7 @@ async fn harness(args: Vec<String>) {
             hold_ms: 1,
             warmup_s: if quick { 2 } else { 5 },
             contended_s: flag(&args, "--seconds").unwrap_or(if quick { 5 } else { 40 }),
+            lagging_s: flag(&args, "--lagging-seconds").unwrap_or(if quick { 5 } else { 40 }),
             idle_s: flag(&args, "--idle-seconds").unwrap_or(if quick { 5 } else { 30 }),
             quiet_s: if quick { 3 } else { 20 },
         };

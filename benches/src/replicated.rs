@@ -126,7 +126,77 @@ where
     assert!(found.is_ok(), "{what}: not within {limit:?}");
 }
 
+/// The user a replica broken by [`Deployment::break_a_replica`] replicates
+/// as.
+const REPLICATION_USER: &str = "bench-replication";
+
+/// A replica whose replication [`Deployment::break_a_replica`] refused.
+pub struct Broken {
+    pub primary: u16,
+    pub replica: u16,
+}
+
 impl Deployment {
+    /// One replica of the first primary stops replicating: the user it
+    /// replicates as is switched off on its primary and its link cut, its
+    /// bus, pings and clients untouched (a wrong `masterauth`, a firewalled
+    /// data port). Writes to that primary fall short of it: on the cluster
+    /// it is the shard's only replica; on Sentinel the other still answers.
+    pub async fn break_a_replica(&self) -> Broken {
+        let primary = self
+            .nodes
+            .iter()
+            .find(|n| n.role == Role::Primary)
+            .expect("a primary")
+            .port;
+        let replication = info(primary, "replication").await;
+        let replica: u16 = field(&replication, "slave0")
+            .and_then(|v| v.split(',').find_map(|kv| kv.strip_prefix("port=")))
+            .and_then(|p| p.parse().ok())
+            .expect("the primary has a replica");
+        let user = REPLICATION_USER;
+        on_node(
+            primary,
+            "ACL",
+            vec!["SETUSER", user, "on", ">bench", "~*", "+@all"],
+        )
+        .await;
+        on_node(replica, "CONFIG", vec!["SET", "masteruser", user]).await;
+        on_node(replica, "CONFIG", vec!["SET", "masterauth", "bench"]).await;
+        on_node(primary, "ACL", vec!["SETUSER", user, "off"]).await;
+        on_node(replica, "CLIENT", vec!["KILL", "TYPE", "master"]).await;
+        until(
+            "the replica's link down",
+            Duration::from_secs(30),
+            || async {
+                let replication = info(replica, "replication").await;
+                field(&replication, "master_link_status") == Some("down")
+            },
+        )
+        .await;
+        Broken { primary, replica }
+    }
+
+    /// Lets the replica [`Deployment::break_a_replica`] broke replicate
+    /// again, and waits until its link is up.
+    pub async fn mend(&self, broken: Broken) {
+        on_node(
+            broken.primary,
+            "ACL",
+            vec!["SETUSER", REPLICATION_USER, "on"],
+        )
+        .await;
+        until(
+            "the replica's link up",
+            Duration::from_secs(120),
+            || async {
+                let replication = info(broken.replica, "replication").await;
+                field(&replication, "master_link_status") == Some("up")
+            },
+        )
+        .await;
+    }
+
     /// 3 primaries with one replica each.
     pub async fn cluster() -> Deployment {
         let dir = scratch("discovery-cluster");

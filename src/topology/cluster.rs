@@ -12,7 +12,10 @@
 //! is fine stays unflagged, and once its data is older than the cluster
 //! lets it be promoted with, its shard's writes stop waiting for it. Such a
 //! replica is asked again every [`TOO_OLD_PERIOD`] on the connection kept
-//! for it, and counts again once its link is back.
+//! for it, and counts again once its link is back. The connection to a
+//! replica is kept while it is in use (its settings read again every 30 s), and
+//! closed once the replica is back from too old or [`PROBE_IDLE`] after
+//! its last use.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -43,6 +46,9 @@ const PROBE_GAP: Duration = Duration::from_secs(5);
 /// How often a replica judged too old is asked again: once its link is
 /// back it must count again before a write goes without it for long.
 const TOO_OLD_PERIOD: Duration = Duration::from_secs(1);
+
+/// A connection to a replica not used for this long is closed.
+const PROBE_IDLE: Duration = Duration::from_secs(30);
 
 /// What the cluster says of one primary's replicas.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -96,8 +102,10 @@ pub(crate) struct ClusterWatch {
     probe_name: String,
     timeout: Duration,
     state: Mutex<State>,
-    /// The connections kept to replicas judged too old, by address.
-    probes: Mutex<HashMap<String, ReplicaProbe>>,
+    /// The connections to replicas, by address, and when each was last
+    /// used: kept while the replica is too old, or while its primary's
+    /// writes keep falling short (closed [`PROBE_IDLE`] after).
+    probes: Mutex<HashMap<String, (ReplicaProbe, Instant)>>,
     wake: Notify,
 }
 
@@ -274,7 +282,7 @@ impl ClusterWatch {
     /// run has its connection closed.
     async fn probe(&self, addresses: Vec<String>) -> bool {
         let asked = futures::future::join_all(addresses.into_iter().map(|address| async move {
-            let kept = self.probes.lock().get(&address).cloned();
+            let kept = self.probes.lock().get(&address).map(|(p, _)| p.clone());
             let probe = match kept {
                 Some(probe) => probe,
                 None => {
@@ -289,7 +297,9 @@ impl ClusterWatch {
                         Ok(probe) => {
                             // Kept in the map while in use: closing the
                             // client closes it.
-                            self.probes.lock().insert(address.clone(), probe.clone());
+                            self.probes
+                                .lock()
+                                .insert(address.clone(), (probe.clone(), Instant::now()));
                             probe
                         }
                         Err(e) => return (address, Err(e)),
@@ -311,31 +321,43 @@ impl ClusterWatch {
     fn take_verdicts(&self, asked: Vec<(String, Result<Verdict>)>) -> (bool, Vec<ReplicaProbe>) {
         let mut state = self.state.lock();
         let mut closing = vec![];
+        let mut probes = self.probes.lock();
         for (address, verdict) in asked {
-            let too_old = match verdict {
+            // Whether its connection is kept.
+            let keep = match verdict {
                 Ok(Verdict::TooOld) => {
                     if state.too_old.insert(address.clone()) {
                         tracing::info!(replica = %address, "cluster: a replica's data is too old for it to be promoted; its primary's writes no longer wait for it");
                     }
                     true
                 }
-                Ok(Verdict::MayRun) => {
-                    if state.too_old.remove(&address) {
+                // Back from too old: nothing left to watch. Otherwise its
+                // primary's writes fall short: it may be asked again soon.
+                Ok(Verdict::MayRun) => match state.too_old.remove(&address) {
+                    true => {
                         tracing::info!(replica = %address, "cluster: a replica's link is back; its primary's writes wait for it again");
+                        false
                     }
-                    false
-                }
+                    false => true,
+                },
                 // Unknown: the verdict stands (a replica too old stays so
-                // until its link is back, which a sync brings).
+                // until its link is back, which a sync brings); a failing
+                // connection is made again next time.
                 Err(e) => {
                     tracing::debug!(replica = %address, error = %e, "asking a replica its data age failed");
                     state.too_old.contains(&address)
                 }
             };
-            if !too_old {
-                closing.extend(self.probes.lock().remove(&address));
+            match keep {
+                true => {
+                    if let Some((_, used)) = probes.get_mut(&address) {
+                        *used = Instant::now();
+                    }
+                }
+                false => closing.extend(probes.remove(&address).map(|(p, _)| p)),
             }
         }
+        drop(probes);
         let (primaries, owners) = primaries_in(&state.nodes, &state.too_old);
         let changed = state.primaries != primaries || state.owners != owners;
         state.primaries = primaries;
@@ -356,9 +378,28 @@ impl ClusterWatch {
         }
     }
 
-    /// Closes the connections kept to replicas.
+    /// Closes the connections to replicas not used for [`PROBE_IDLE`]
+    /// (those judged too old are in use every second).
+    async fn close_idle(&self) {
+        let idle: Vec<ReplicaProbe> = {
+            let mut probes = self.probes.lock();
+            let gone: Vec<String> = probes
+                .iter()
+                .filter(|(_, (_, used))| used.elapsed() >= PROBE_IDLE)
+                .map(|(a, _)| a.clone())
+                .collect();
+            gone.iter()
+                .filter_map(|a| probes.remove(a).map(|(p, _)| p))
+                .collect()
+        };
+        for probe in idle {
+            probe.close().await;
+        }
+    }
+
+    /// Closes the connections to replicas.
     pub(crate) async fn close(&self) {
-        let probes: Vec<ReplicaProbe> = self.probes.lock().drain().map(|(_, p)| p).collect();
+        let probes: Vec<ReplicaProbe> = self.probes.lock().drain().map(|(_, (p, _))| p).collect();
         for probe in probes {
             probe.close().await;
         }
@@ -409,6 +450,7 @@ impl ClusterWatch {
     pub(crate) async fn run(self: Arc<Self>, changed: impl Fn()) {
         let mut due = Instant::now() + SCAN_PERIOD;
         loop {
+            self.close_idle().await;
             let recheck = self.recheck_due();
             if !recheck.is_empty() && self.probe(recheck).await {
                 changed();

@@ -27,6 +27,7 @@ use fred::interfaces::ClientLike;
 use fred::types::config::Config as FredConfig;
 use fred::types::{ClusterHash, CustomCommand, Value};
 use parking_lot::Mutex;
+use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::topology::node;
@@ -99,10 +100,19 @@ pub(crate) enum Verdict {
 pub(crate) struct ReplicaProbe {
     client: Client,
     timeout: Duration,
-    /// Read once per connection; `Some(None)` when `CONFIG GET` is refused
-    /// (a managed service).
-    settings: Arc<Mutex<Option<Option<ElectionSettings>>>>,
+    /// Read on the connection at most every [`SETTINGS_TTL`], and when
+    /// read; `None` inside when `CONFIG GET` is refused (a managed
+    /// service).
+    settings: Arc<Mutex<Option<ReadSettings>>>,
 }
+
+/// A replica's settings (`None`: unreadable) and when they were read.
+type ReadSettings = (Option<ElectionSettings>, Instant);
+
+/// How long a replica's settings read on its connection are used: an
+/// operator may change them, and a connection in use is kept for as long
+/// as its primary's writes fall short.
+const SETTINGS_TTL: Duration = Duration::from_secs(30);
 
 impl ReplicaProbe {
     /// Connects to the replica at `address` (`host:port`).
@@ -128,10 +138,10 @@ impl ReplicaProbe {
     pub(crate) async fn judge(&self) -> Result<Verdict> {
         let known = *self.settings.lock();
         let settings = match known {
-            Some(settings) => settings,
-            None => {
+            Some((settings, at)) if at.elapsed() < SETTINGS_TTL => settings,
+            _ => {
                 let read = self.read_settings().await?;
-                *self.settings.lock() = Some(read);
+                *self.settings.lock() = Some((read, Instant::now()));
                 read
             }
         };

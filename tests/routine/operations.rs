@@ -395,14 +395,9 @@ impl Operation {
                 let replica = deployment.replicas().await[0];
                 let primary = deployment.primary().await;
                 let observer = Observer::start(deployment, primary, replica).await;
-                // Its own limit: past the node timeout, 1 s (ping period)
-                // + the node timeout x 1.
-                for (name, value) in [
-                    ("cluster-replica-validity-factor", "1"),
-                    ("repl-ping-replica-period", "1"),
-                ] {
-                    on_node(replica, "CONFIG", vec!["SET", name, value]).await;
-                }
+                // Its own limit (the deployment's settings for this run):
+                // past the node timeout, 1 s (ping period) + the node
+                // timeout x 1.
                 let user = "routine-replication";
                 on_node(
                     primary,

@@ -567,7 +567,8 @@ impl Observer {
 /// * `drop_reply_to(text)`: as `drop_next_reply`, for the next request that
 ///   contains `text` only (other clients of the server may use the proxy).
 /// * `stall_replies()` / `resume_replies()`: hold back every reply (requests
-///   still go through).
+///   still go through). `stall_replies_from(text)`: as `stall_replies`, from
+///   the next request that contains `text` on (its reply the first held).
 /// * `delay_next_reply(d)`: forward the next reply `d` late.
 /// * Per connection, in accept order: `reset(i)` closes it (the client
 ///   reconnects through the proxy), `delay_next_reply_on(i, d)` delays its
@@ -584,6 +585,8 @@ struct ProxyState {
     /// The next request containing this text has its reply dropped.
     drop_reply_to: parking_lot::Mutex<Option<String>>,
     dropped: parking_lot::Mutex<Vec<String>>,
+    /// Replies are stalled from the next request containing this text on.
+    stall_from: parking_lot::Mutex<Option<String>>,
     delay_next: parking_lot::Mutex<Option<Duration>>,
     stalled: tokio::sync::watch::Sender<bool>,
     /// One per accepted connection.
@@ -652,6 +655,13 @@ impl Proxy {
         self.state.stalled.send_replace(false);
     }
 
+    /// Holds back every reply from the next request containing `text` on
+    /// (that request's reply first), whichever connection sends it, until
+    /// `resume_replies`.
+    pub fn stall_replies_from(&self, text: &str) {
+        *self.state.stall_from.lock() = Some(text.to_string());
+    }
+
     /// Forwards the next reply `delay` after it arrives.
     pub fn delay_next_reply(&self, delay: Duration) {
         *self.state.delay_next.lock() = Some(delay);
@@ -707,6 +717,13 @@ async fn pump(
                         if wanted.as_deref().is_some_and(|w| text.contains(w)) {
                             *wanted = None;
                             connection.drop_next.store(true, Ordering::SeqCst);
+                        }
+                        // Stalled before the request goes on: its reply
+                        // cannot come back before.
+                        let mut from = state.stall_from.lock();
+                        if from.as_deref().is_some_and(|w| text.contains(w)) {
+                            *from = None;
+                            state.stalled.send_replace(true);
                         }
                     }
                     if out_w.write_all(&buf[..n]).await.is_err() {

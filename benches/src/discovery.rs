@@ -260,6 +260,30 @@ impl std::fmt::Display for Window {
     }
 }
 
+/// Runs `load` between two snapshots of every node and makes its window
+/// (`side`, `workload`, `clients`), printed as it is made.
+async fn measured(
+    deployment: &Deployment,
+    probe: &mut Probe,
+    background: &Window,
+    label: (&str, &str, usize),
+    load: impl std::future::Future<Output = Load>,
+) -> Window {
+    let before = probe.snapshot().await;
+    let load = load.await;
+    let after = probe.snapshot().await;
+    let w = window(
+        &deployment.nodes,
+        label,
+        &before,
+        &after,
+        Some(background),
+        load,
+    );
+    eprintln!("{w}");
+    w
+}
+
 /// Both sides on both deployments.
 pub async fn run(shape: Shape) -> Results {
     let classes = compile_jvm_load();
@@ -406,50 +430,38 @@ async fn rust_side(
         warm.acquisitions, warm.errors
     );
     let mut windows = vec![];
-
-    let before = probe.snapshot().await;
-    let load = rust_contend(
-        &clients,
-        shape.tasks,
-        &names,
-        hold,
-        Duration::from_secs(shape.contended_s),
-    )
-    .await;
-    let after = probe.snapshot().await;
-    let w = window(
-        &deployment.nodes,
-        (RUST, "contended", clients.len()),
-        &before,
-        &after,
-        Some(background),
-        load,
+    let contend = |seconds: u64| {
+        rust_contend(
+            &clients,
+            shape.tasks,
+            &names,
+            hold,
+            Duration::from_secs(seconds),
+        )
+    };
+    let label = |workload| (RUST, workload, clients.len());
+    windows.push(
+        measured(
+            deployment,
+            probe,
+            background,
+            label("contended"),
+            contend(shape.contended_s),
+        )
+        .await,
     );
-    eprintln!("{w}");
-    windows.push(w);
-
     let broken = deployment.break_a_replica().await;
-    let before = probe.snapshot().await;
-    let load = rust_contend(
-        &clients,
-        shape.tasks,
-        &names,
-        hold,
-        Duration::from_secs(shape.lagging_s),
-    )
-    .await;
-    let after = probe.snapshot().await;
-    deployment.mend(broken).await;
-    let w = window(
-        &deployment.nodes,
-        (RUST, "lagging", clients.len()),
-        &before,
-        &after,
-        Some(background),
-        load,
+    windows.push(
+        measured(
+            deployment,
+            probe,
+            background,
+            label("lagging"),
+            contend(shape.lagging_s),
+        )
+        .await,
     );
-    eprintln!("{w}");
-    windows.push(w);
+    deployment.mend(broken).await;
 
     // Idle: every task's lock of its own, held under the watchdog.
     let mut guards = vec![];
@@ -664,36 +676,13 @@ async fn jvm_side(
         warm.acquisitions, warm.errors
     );
     let mut windows = vec![];
-
-    let before = probe.snapshot().await;
-    let load = jvm.contend(shape, shape.contended_s).await;
-    let after = probe.snapshot().await;
-    let w = window(
-        &deployment.nodes,
-        (JVM, "contended", shape.clients),
-        &before,
-        &after,
-        Some(background),
-        load,
-    );
-    eprintln!("{w}");
-    windows.push(w);
-
+    let label = |workload| (JVM, workload, shape.clients);
+    let load = jvm.contend(shape, shape.contended_s);
+    windows.push(measured(deployment, probe, background, label("contended"), load).await);
     let broken = deployment.break_a_replica().await;
-    let before = probe.snapshot().await;
-    let load = jvm.contend(shape, shape.lagging_s).await;
-    let after = probe.snapshot().await;
+    let load = jvm.contend(shape, shape.lagging_s);
+    windows.push(measured(deployment, probe, background, label("lagging"), load).await);
     deployment.mend(broken).await;
-    let w = window(
-        &deployment.nodes,
-        (JVM, "lagging", shape.clients),
-        &before,
-        &after,
-        Some(background),
-        load,
-    );
-    eprintln!("{w}");
-    windows.push(w);
 
     let held: u64 = jvm
         .call(

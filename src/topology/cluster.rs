@@ -25,6 +25,7 @@ use fred::clients::Client;
 use fred::interfaces::{ClientLike, ClusterInterface};
 use fred::types::config::{Config as FredConfig, Options, Server};
 use fred::types::{ClusterHash, CustomCommand};
+use futures::StreamExt;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -80,6 +81,8 @@ struct State {
     probed: HashMap<String, Instant>,
     /// When the replicas judged too old are asked again.
     recheck: Option<Instant>,
+    /// Replicas being asked now.
+    probing: HashSet<String>,
     /// When each node was last asked on demand.
     forced: HashMap<String, Instant>,
     /// When each client's slot map was last re-read, by fred client id.
@@ -281,6 +284,13 @@ impl ClusterWatch {
     /// too old keeps its connection, to be asked again; a replica that may
     /// run has its connection closed.
     async fn probe(&self, addresses: Vec<String>) -> bool {
+        let addresses: Vec<String> = {
+            let mut state = self.state.lock();
+            addresses
+                .into_iter()
+                .filter(|a| state.probing.insert(a.clone()))
+                .collect()
+        };
         let asked = futures::future::join_all(addresses.into_iter().map(|address| async move {
             let kept = self.probes.lock().get(&address).map(|(p, _)| p.clone());
             let probe = match kept {
@@ -316,6 +326,12 @@ impl ClusterWatch {
         changed
     }
 
+    /// Closes `probe` in the background (a hung replica's `QUIT` waits for
+    /// the timeout).
+    fn close_later(probe: ReplicaProbe) {
+        tokio::spawn(probe.close());
+    }
+
     /// Records what the probes found and judges the view again. Returns
     /// whether it changed, and the connections no longer needed.
     fn take_verdicts(&self, asked: Vec<(String, Result<Verdict>)>) -> (bool, Vec<ReplicaProbe>) {
@@ -323,6 +339,7 @@ impl ClusterWatch {
         let mut closing = vec![];
         let mut probes = self.probes.lock();
         for (address, verdict) in asked {
+            state.probing.remove(&address);
             // Whether its connection is kept.
             let keep = match verdict {
                 Ok(Verdict::TooOld) => {
@@ -380,7 +397,7 @@ impl ClusterWatch {
 
     /// Closes the connections to replicas not used for [`PROBE_IDLE`]
     /// (those judged too old are in use every second).
-    async fn close_idle(&self) {
+    fn close_idle(&self) {
         let idle: Vec<ReplicaProbe> = {
             let mut probes = self.probes.lock();
             let gone: Vec<String> = probes
@@ -393,7 +410,7 @@ impl ClusterWatch {
                 .collect()
         };
         for probe in idle {
-            probe.close().await;
+            Self::close_later(probe);
         }
     }
 
@@ -449,11 +466,14 @@ impl ClusterWatch {
     /// view changed.
     pub(crate) async fn run(self: Arc<Self>, changed: impl Fn()) {
         let mut due = Instant::now() + SCAN_PERIOD;
+        // Replicas are asked beside the scans: one that hangs (asleep, its
+        // host gone) holds no other read of the view up for its timeout.
+        let mut probing = futures::stream::FuturesUnordered::new();
         loop {
-            self.close_idle().await;
+            self.close_idle();
             let recheck = self.recheck_due();
-            if !recheck.is_empty() && self.probe(recheck).await {
-                changed();
+            if !recheck.is_empty() {
+                probing.push(self.clone().probe_owned(recheck));
             }
             let (wanted, later) = self.promote_due();
             if !wanted && Instant::now() < due {
@@ -461,6 +481,11 @@ impl ClusterWatch {
                 tokio::select! {
                     _ = tokio::time::sleep_until(until) => {}
                     _ = self.wake.notified() => {}
+                    Some(view_changed) = probing.next(), if !probing.is_empty() => {
+                        if view_changed {
+                            changed();
+                        }
+                    }
                 }
                 continue;
             }
@@ -491,12 +516,20 @@ impl ClusterWatch {
                 }
             }
             if !to_probe.is_empty() {
-                any |= self.probe(to_probe).await;
+                probing.push(self.clone().probe_owned(to_probe));
             }
             if any {
                 changed();
             }
         }
+    }
+
+    /// [`ClusterWatch::probe`], as a future of its own.
+    fn probe_owned(
+        self: Arc<Self>,
+        addresses: Vec<String>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>> {
+        Box::pin(async move { self.probe(addresses).await })
     }
 }
 

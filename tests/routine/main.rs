@@ -69,10 +69,12 @@ async fn run(kind: Kind, timings: &Timings) -> Vec<Row> {
             previous.to_us = from_us;
         }
         let before = deployment.marker().await;
-        operation.prepare(&deployment, timings).await;
+        Box::pin(operation.prepare(&deployment, timings)).await;
         let held = load.hold(index).await;
         let started_us = now_us();
-        let events = operation.run(&mut deployment, timings).await;
+        // Boxed: each operation's future is large, and a debug build's
+        // would overflow the test thread's stack inline.
+        let events = Box::pin(operation.run(&mut deployment, timings)).await;
         let healed_us = now_us();
         load.recovered(Duration::from_secs(60)).await;
         let ended_us = now_us();

@@ -10,9 +10,11 @@
 //! replicas asked how old their data is (`replica_age`, at most every
 //! [`PROBE_GAP`] each): a replica whose replication is broken but whose bus
 //! is fine stays unflagged, and once its data is older than the cluster
-//! lets it be promoted with, its shard's writes stop waiting for it. Such a
-//! replica is asked again every [`TOO_OLD_PERIOD`] on the connection kept
-//! for it, and counts again once its link is back. The connection to a
+//! lets it be promoted with, its shard's writes stop waiting for it. A
+//! replica whose link is down but not for that long yet is asked again the
+//! moment it may be (not at the next write that falls short). One too old
+//! is asked again every [`TOO_OLD_PERIOD`] on the connection kept for it,
+//! and counts again once its link is back. The connection to a
 //! replica is kept while it is in use (its settings read again every 30 s), and
 //! closed once the replica is back from too old or [`PROBE_IDLE`] after
 //! its last use.
@@ -81,6 +83,9 @@ struct State {
     probed: HashMap<String, Instant>,
     /// When the replicas judged too old are asked again.
     recheck: Option<Instant>,
+    /// Replicas whose link is down, and when they may be too old: asked
+    /// again then.
+    ageing: HashMap<String, Instant>,
     /// Replicas being asked now.
     probing: HashSet<String>,
     /// When each node was last asked on demand.
@@ -252,6 +257,7 @@ impl ClusterWatch {
             .map(|n| n.address.as_str())
             .collect();
         state.too_old.retain(|a| replicas.contains(a.as_str()));
+        state.ageing.retain(|a, _| replicas.contains(a.as_str()));
         let (primaries, owners) = primaries_in(&nodes, &state.too_old);
         let changed = state.primaries != primaries || state.owners != owners;
         state.primaries = primaries;
@@ -343,20 +349,32 @@ impl ClusterWatch {
             // Whether its connection is kept.
             let keep = match verdict {
                 Ok(Verdict::TooOld) => {
+                    state.ageing.remove(&address);
                     if state.too_old.insert(address.clone()) {
                         tracing::info!(replica = %address, "cluster: a replica's data is too old for it to be promoted; its primary's writes no longer wait for it");
                     }
                     true
                 }
                 // Back from too old: nothing left to watch. Otherwise its
-                // primary's writes fall short: it may be asked again soon.
-                Ok(Verdict::MayRun) => match state.too_old.remove(&address) {
-                    true => {
-                        tracing::info!(replica = %address, "cluster: a replica's link is back; its primary's writes wait for it again");
-                        false
+                // primary's writes fall short: it may be asked again soon
+                // (when it may be too old, if its link is down).
+                Ok(Verdict::MayRun { too_old_in }) => {
+                    match too_old_in {
+                        Some(left) => {
+                            state.ageing.insert(address.clone(), Instant::now() + left);
+                        }
+                        None => {
+                            state.ageing.remove(&address);
+                        }
                     }
-                    false => true,
-                },
+                    match state.too_old.remove(&address) {
+                        true => {
+                            tracing::info!(replica = %address, "cluster: a replica's link is back; its primary's writes wait for it again");
+                            false
+                        }
+                        false => true,
+                    }
+                }
                 // Unknown: the verdict stands (a replica too old stays so
                 // until its link is back, which a sync brings); a failing
                 // connection is made again next time.
@@ -383,16 +401,31 @@ impl ClusterWatch {
         (changed, closing)
     }
 
-    /// The replicas judged too old, if it is time to ask them again.
+    /// The replicas judged too old, if it is time to ask them again, and
+    /// those whose link is down that may be too old by now.
     fn recheck_due(&self) -> Vec<String> {
         let mut state = self.state.lock();
-        match state.recheck {
-            Some(at) if at <= Instant::now() => {
+        let now = Instant::now();
+        let mut due: Vec<String> = match state.recheck {
+            Some(at) if at <= now => {
                 state.recheck = None;
                 state.too_old.iter().cloned().collect()
             }
             _ => vec![],
+        };
+        let aged: Vec<String> = state
+            .ageing
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(a, _)| a.clone())
+            .collect();
+        for address in aged {
+            state.ageing.remove(&address);
+            if !due.contains(&address) {
+                due.push(address);
+            }
         }
+        due
     }
 
     /// Closes the connections to replicas not used for [`PROBE_IDLE`]
@@ -457,6 +490,7 @@ impl ClusterWatch {
             .iter()
             .map(|(_, at)| *at)
             .chain(state.recheck)
+            .chain(state.ageing.values().copied())
             .min();
         (!state.wanted.is_empty(), next)
     }

@@ -57,6 +57,27 @@ impl ElectionSettings {
             .saturating_add(self.node_timeout_ms.saturating_mul(self.validity_factor));
         age <= limit
     }
+
+    /// How much longer a replica whose link is down (data age `age_ms`)
+    /// may run: `None` without a limit.
+    pub(crate) fn left_to_run(&self, age_ms: u64) -> Option<Duration> {
+        if self.validity_factor == 0 {
+            return None;
+        }
+        let limit = self
+            .node_timeout_ms
+            .saturating_add(self.ping_period_s.saturating_mul(1000))
+            .saturating_add(self.node_timeout_ms.saturating_mul(self.validity_factor));
+        Some(Duration::from_millis(limit.saturating_sub(age_ms)))
+    }
+}
+
+/// Whether `info` (a replica's `INFO replication`) says its link to the
+/// primary is down.
+fn link_down(info: &str) -> bool {
+    info.lines()
+        .find_map(|l| l.trim_end().strip_prefix("master_link_status:"))
+        .is_some_and(|status| status != "up")
 }
 
 /// A replica's data age in milliseconds, from its own `INFO replication`:
@@ -90,8 +111,9 @@ pub(crate) enum Verdict {
     /// Its data is too old to win an election.
     TooOld,
     /// It may run (or its settings cannot be read: a replica that cannot
-    /// be judged is never dropped).
-    MayRun,
+    /// be judged is never dropped). `too_old_in`: its link is down, and
+    /// it will be too old that much later unless the link comes back.
+    MayRun { too_old_in: Option<Duration> },
 }
 
 /// A connection to one replica, kept while its verdict is needed (clones
@@ -146,7 +168,7 @@ impl ReplicaProbe {
             }
         };
         let Some(settings) = settings else {
-            return Ok(Verdict::MayRun);
+            return Ok(Verdict::MayRun { too_old_in: None });
         };
         let info: String = self
             .client
@@ -158,7 +180,14 @@ impl ReplicaProbe {
             .map_err(|e| Error::from_redis(&e, self.timeout))?;
         Ok(match data_age_ms(&info) {
             Some(age) if !settings.may_run(age) => Verdict::TooOld,
-            _ => Verdict::MayRun,
+            // Asked again as soon as it may be too old (INFO's whole
+            // seconds: a second later), not when a write next falls short.
+            Some(age) if link_down(&info) => Verdict::MayRun {
+                too_old_in: settings
+                    .left_to_run(age)
+                    .map(|left| left + Duration::from_secs(1)),
+            },
+            _ => Verdict::MayRun { too_old_in: None },
         })
     }
 
@@ -262,6 +291,12 @@ mod tests {
         // A factor of 0: no limit, even for a replica that never synced.
         assert!(settings(15_000, 0, 10).may_run(u64::MAX));
         assert!(!defaults.may_run(u64::MAX));
+        // Asked again when the limit is reached.
+        assert_eq!(tight.left_to_run(1_000), Some(Duration::from_secs(2)));
+        assert_eq!(tight.left_to_run(9_000), Some(Duration::ZERO));
+        assert_eq!(settings(15_000, 0, 10).left_to_run(0), None);
+        assert!(link_down("role:slave\r\nmaster_link_status:down\r\n"));
+        assert!(!link_down("role:slave\r\nmaster_link_status:up\r\n"));
     }
 
     #[test]

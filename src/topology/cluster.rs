@@ -286,9 +286,9 @@ impl ClusterWatch {
     }
 
     /// Asks each replica at `addresses` how old its data is, at once, and
-    /// judges the view again. Returns whether it changed. A replica found
-    /// too old keeps its connection, to be asked again; a replica that may
-    /// run has its connection closed.
+    /// judges the view again. Returns whether it changed. A replica's
+    /// connection is kept while it is in use (see `take_verdicts`); one
+    /// already being asked is left to that ask.
     async fn probe(&self, addresses: Vec<String>) -> bool {
         let addresses: Vec<String> = {
             let mut state = self.state.lock();

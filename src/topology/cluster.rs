@@ -327,7 +327,7 @@ impl ClusterWatch {
         .await;
         let (changed, closing) = self.take_verdicts(asked);
         for probe in closing {
-            probe.close().await;
+            Self::close_later(probe);
         }
         changed
     }
@@ -534,8 +534,19 @@ impl ClusterWatch {
                     self.next_node().into_iter().collect()
                 }
             };
-            let asked =
-                futures::future::join_all(nodes.iter().map(|node| self.ask(node, forced))).await;
+            // The replicas being asked go on meanwhile.
+            let asks = futures::future::join_all(nodes.iter().map(|node| self.ask(node, forced)));
+            tokio::pin!(asks);
+            let asked = loop {
+                tokio::select! {
+                    asked = &mut asks => break asked,
+                    Some(view_changed) = probing.next(), if !probing.is_empty() => {
+                        if view_changed {
+                            changed();
+                        }
+                    }
+                }
+            };
             let mut any = false;
             let mut to_probe = vec![];
             for (node, outcome) in nodes.iter().zip(asked) {

@@ -737,6 +737,43 @@ async fn one_address_finds_and_follows_every_sentinel() {
     within("shutdown", client.shutdown()).await;
 }
 
+/// A poll asks a sentinel only what moves (`MASTER`, `REPLICAS`): its id
+/// and its peers are asked once per connection (again after a minute, or
+/// when it counts another number of peers), so each poll costs a sentinel
+/// two commands, where Redisson's scan sends three. Every poll used to ask
+/// all four.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poll_asks_a_sentinel_only_what_moves() {
+    let sentinel = Sentinel::start().await;
+    let proxy = common::Proxy::start(sentinel.sentinels[0].port).await;
+    let url = format!(
+        "redis-sentinel://127.0.0.1:{}?sentinelServiceName={}",
+        proxy.port,
+        common::topology::SERVICE
+    );
+    let client = RedissonClient::connect(config(&url, Duration::from_secs(2)))
+        .await
+        .expect("connect through a proxied sentinel");
+    const MASTER: &str = "\r\nMASTER\r\n";
+    common::topology::until("three polls through the proxy", || async {
+        proxy.requests(MASTER) >= 3
+    })
+    .await;
+    let polls = proxy.requests(MASTER);
+    assert!(proxy.requests("\r\nREPLICAS\r\n") >= polls - 1);
+    assert_eq!(
+        proxy.requests("\r\nMYID\r\n"),
+        1,
+        "asked once, {polls} polls"
+    );
+    assert_eq!(
+        proxy.requests("\r\nSENTINELS\r\n"),
+        1,
+        "asked once, {polls} polls"
+    );
+    within("shutdown", client.shutdown()).await;
+}
+
 /// A majority of the sentinels is enough to connect, and one that failed
 /// at first is asked again: with one sentinel hung (it never answers, and
 /// the command timeout is longer than the connect timeout) and another

@@ -12,7 +12,9 @@
 //! * **Every sentinel of the deployment**, not only those the address lists:
 //!   each answer names the sentinel's peers (`SENTINEL SENTINELS`), and a
 //!   peer not known yet is asked and listened to from then on (as Redisson's
-//!   `sentinelsDiscovery`). One address in front of three sentinels (a
+//!   `sentinelsDiscovery`). A sentinel's peers and id are asked on each new
+//!   connection and then once a minute (sooner when it counts another
+//!   number of peers): a poll is `MASTER` and `REPLICAS`, two commands. One address in front of three sentinels (a
 //!   Kubernetes Service) would otherwise hear one sentinel, and miss a
 //!   failover another runs.
 //! * **A majority decides**, as in Sentinel itself: the primary is the one
@@ -73,6 +75,12 @@ const FAILOVER_MAX: Duration = Duration::from_secs(60);
 
 /// The longest a sentinel that did not answer is left alone.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+/// How long a sentinel's id and peer list, asked on its connection, are
+/// taken as they were: each poll asks only `MASTER` and `REPLICAS` (what
+/// moves), as Redisson's scan asks three commands. The peers are asked
+/// again sooner when the sentinel counts a different number of them.
+const IDENTITY_TTL: Duration = Duration::from_secs(60);
 
 /// At most this many sentinels are asked and listened to: a deployment that
 /// lists more (gone sentinels never reset) costs a connection each.
@@ -135,6 +143,9 @@ struct Member {
     /// Its command connection, behind its own lock, so a hung one holds up
     /// nobody else.
     link: Arc<tokio::sync::Mutex<Option<Client>>>,
+    /// What its connection said of it, asked again after [`IDENTITY_TTL`]
+    /// or on a new connection.
+    identity: Arc<Mutex<Option<Identity>>>,
 }
 
 impl Member {
@@ -142,8 +153,23 @@ impl Member {
         Member {
             address,
             link: Arc::new(tokio::sync::Mutex::new(None)),
+            identity: Arc::new(Mutex::new(None)),
         }
     }
+}
+
+/// A sentinel's id and peers, which change only when it is replaced or the
+/// deployment gains or loses a sentinel.
+#[derive(Debug, Clone)]
+struct Identity {
+    /// `SENTINEL MYID` (Redis 6.2 on).
+    id: Option<String>,
+    /// `SENTINEL SENTINELS`.
+    peers: Vec<Address>,
+    /// `SENTINEL SENTINELS` was refused (an ACL): not asked again before
+    /// the TTL, whatever the count says.
+    peers_refused: bool,
+    at: Instant,
 }
 
 /// What is known of one sentinel.
@@ -392,6 +418,7 @@ impl Sentinels {
     /// Asks sentinel `index`, connecting first if needed.
     async fn ask(&self, index: usize) -> Result<Answer> {
         let link = self.link(index);
+        let identity = self.members.read()[index].identity.clone();
         let client = {
             let mut link = link.lock().await;
             match link.as_ref() {
@@ -404,15 +431,25 @@ impl Sentinels {
                         return Err(Error::Shutdown);
                     }
                     *link = Some(client.clone());
+                    // A new connection may reach another sentinel on that
+                    // address (a replaced pod): asked who it is again.
+                    *identity.lock() = None;
                     client
                 }
             }
         };
-        let asked = self.ask_connected(&client).await;
-        if asked.is_err() {
-            self.drop_link(index);
+        let known = identity.lock().clone();
+        match self.ask_connected(&client, known).await {
+            Ok((answer, now)) => {
+                *identity.lock() = Some(now);
+                Ok(answer)
+            }
+            Err(e) => {
+                *identity.lock() = None;
+                self.drop_link(index);
+                Err(e)
+            }
         }
-        asked
     }
 
     /// Closes sentinel `index`'s command connection (in the background).
@@ -498,7 +535,14 @@ impl Sentinels {
         node::config_for(&self.base, &host.host, host.port)
     }
 
-    async fn ask_connected(&self, client: &Client) -> Result<Answer> {
+    /// Asks a sentinel what it says of the primary and its replicas; its
+    /// id and peers too when `known` (what its connection said before) is
+    /// missing or old, or its peers when it counts a different number.
+    async fn ask_connected(
+        &self,
+        client: &Client,
+        known: Option<Identity>,
+    ) -> Result<(Answer, Identity)> {
         let sentinel = |args: Vec<&str>| {
             let args: Vec<Value> = args.into_iter().map(Value::from).collect();
             client.custom::<Value, Value>(
@@ -506,25 +550,57 @@ impl Sentinels {
                 args,
             )
         };
+        let peers_of = |reply: std::result::Result<Value, fred::error::Error>| match reply {
+            Ok(peers) => (peer_list(&peers), false),
+            Err(e) => {
+                tracing::debug!(error = %e, "SENTINEL SENTINELS refused: only the listed sentinels are asked");
+                (vec![], true)
+            }
+        };
         let map_err = |e: fred::error::Error| Error::from_redis(&e, self.timeout);
+        let known = known.filter(|k| k.at.elapsed() < IDENTITY_TTL);
+        // One round trip (fred pipelines what is sent together).
+        let ask_identity = known.is_none();
         let (master, replicas, peers, id) = tokio::join!(
             sentinel(vec!["MASTER", &self.service]),
             sentinel(vec!["REPLICAS", &self.service]),
-            sentinel(vec!["SENTINELS", &self.service]),
-            sentinel(vec!["MYID"]),
+            async {
+                match ask_identity {
+                    true => Some(sentinel(vec!["SENTINELS", &self.service]).await),
+                    false => None,
+                }
+            },
+            async {
+                match ask_identity {
+                    true => Some(sentinel(vec!["MYID"]).await),
+                    false => None,
+                }
+            },
         );
         let (master, replicas) = (master.map_err(map_err)?, replicas.map_err(map_err)?);
+        let fields = field_map(&master);
+        let number = |name: &str| fields.get(name).and_then(|v| v.parse::<u64>().ok());
+        let sentinels = number("num-other-sentinels").map_or(1, |n| n as usize + 1);
         // Both optional: without them (an ACL, Redis 6.0 has no MYID) the
         // sentinels are the listed ones, and each address votes apart.
-        let peers = match peers {
-            Ok(peers) => peer_list(&peers),
-            Err(e) => {
-                tracing::debug!(error = %e, "SENTINEL SENTINELS refused: only the listed sentinels are asked");
-                vec![]
+        let mut identity = match known {
+            Some(known) => known,
+            None => {
+                let (peers, peers_refused) = peers.map_or((vec![], true), peers_of);
+                Identity {
+                    id: id.and_then(|id| id.ok()).and_then(|id| id.as_string()),
+                    peers,
+                    peers_refused,
+                    at: Instant::now(),
+                }
             }
         };
-        let id = id.ok().and_then(|id| id.as_string());
-        let fields = field_map(&master);
+        // A sentinel joined or left since the peers were read.
+        if !identity.peers_refused && identity.peers.len() + 1 != sentinels {
+            let (peers, peers_refused) = peers_of(sentinel(vec!["SENTINELS", &self.service]).await);
+            identity.peers = peers;
+            identity.peers_refused = peers_refused;
+        }
         let host = fields.get("ip").cloned();
         let port = fields.get("port").and_then(|p| p.parse().ok());
         let (Some(host), Some(port)) = (host, port) else {
@@ -534,13 +610,12 @@ impl Sentinels {
             )));
         };
         let flags = fields.get("flags").cloned().unwrap_or_default();
-        let number = |name: &str| fields.get(name).and_then(|v| v.parse::<u64>().ok());
-        Ok(Answer {
+        let answer = Answer {
             primary: Address { host, port },
             epoch: number("config-epoch").unwrap_or(0),
-            id,
-            sentinels: number("num-other-sentinels").map_or(1, |n| n as usize + 1),
-            peers,
+            id: identity.id.clone(),
+            sentinels,
+            peers: identity.peers.clone(),
             failing_over: flags
                 .split(',')
                 .any(|f| matches!(f, "failover_in_progress" | "o_down")),
@@ -550,7 +625,8 @@ impl Sentinels {
             },
             replicas: replica_list(&replicas),
             at: Instant::now(),
-        })
+        };
+        Ok((answer, identity))
     }
 
     /// Subscribes to every sentinel's announcements, for the life of the

@@ -570,6 +570,7 @@ impl Observer {
 ///   still go through). `stall_replies_from(text)`: as `stall_replies`, from
 ///   the next request that contains `text` on (its reply the first held).
 /// * `delay_next_reply(d)`: forward the next reply `d` late.
+/// * `requests(text)`: how many times `text` was sent through it so far.
 /// * Per connection, in accept order: `reset(i)` closes it (the client
 ///   reconnects through the proxy), `delay_next_reply_on(i, d)` delays its
 ///   next reply, `connections()` counts them.
@@ -591,6 +592,8 @@ struct ProxyState {
     stalled: tokio::sync::watch::Sender<bool>,
     /// One per accepted connection.
     connections: parking_lot::Mutex<Vec<Arc<Connection>>>,
+    /// Every request forwarded, as text, in the order read.
+    sent: parking_lot::Mutex<String>,
 }
 
 #[derive(Default)]
@@ -672,6 +675,12 @@ impl Proxy {
         self.state.dropped.lock().clone()
     }
 
+    /// How many times `text` appears in what clients sent through the
+    /// proxy so far (`"\r\nMYID\r\n"`: how many `MYID`s were sent).
+    pub fn requests(&self, text: &str) -> usize {
+        self.state.sent.lock().matches(text).count()
+    }
+
     /// Connections accepted so far.
     pub fn connections(&self) -> usize {
         self.state.connections.lock().len()
@@ -714,6 +723,7 @@ async fn pump(
                     {
                         let mut wanted = state.drop_reply_to.lock();
                         let text = String::from_utf8_lossy(&buf[..n]);
+                        state.sent.lock().push_str(&text);
                         if wanted.as_deref().is_some_and(|w| text.contains(w)) {
                             *wanted = None;
                             connection.drop_next.store(true, Ordering::SeqCst);

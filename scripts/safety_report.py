@@ -31,17 +31,19 @@ def errors(c):
 
 
 rows = [
-    "| deployment | fault | quorum | failovers | sections (JVM) | silent (of which at risk) | silent after a JVM holder "
-    "| fenced | signalled: lost first / new holder told | token regressions (after a JVM token) | recovery p50 / max (ms) |",
-    "|---|---|---|---|---|---|---|---|---|---|---|",
+    "| deployment | fault | quorum | failovers | sections (JVM) | Rust sections told at risk | silent (of which at risk) | silent after a JVM holder "
+    "| fenced | signalled: lost first / new holder told | token regressions (after a JVM token) "
+    "| Rust tokens handed out twice (first holder told at risk) | recovery p50 / max (ms) |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
 ]
 for c in cells:
     rows.append(
         f"| {c['deployment']} | {c['fault']} | {QUORUM[c['quorum']]} | {c['failovers']} of {c['episodes']}"
         f"{' (' + str(len(c.get('failed_faults', []))) + ' failed)' if c.get('failed_faults') else ''} "
-        f"| {c['sections']} ({c['jvm_sections']}) | **{c['silent']}** ({c['silent_but_at_risk']}) | {c['silent_after_jvm']} "
+        f"| {c['sections']} ({c['jvm_sections']}) | {c.get('told_at_risk', '-')} | **{c['silent']}** ({c['silent_but_at_risk']}) | {c['silent_after_jvm']} "
         f"| {c.get('fenced', 0)} | {c['signalled_lost']} / {c['signalled_new_holder']} "
-        f"| **{c['token_regressions']}** ({c['token_regressions_after_jvm']}) | {recovery(c)} |"
+        f"| **{c['token_regressions']}** ({c['token_regressions_after_jvm']}) "
+        f"| **{c.get('repeated_tokens', 0)}** ({c.get('repeated_tokens_at_risk', 0)}) | {recovery(c)} |"
     )
 table = "\n".join(rows) + "\n"
 

@@ -29,15 +29,38 @@ pub enum Fault {
     /// replica promoted has nothing written during the partition (Sentinel
     /// only).
     Partition,
+    /// Two faults: both replicas SIGSTOPped past failure detection (writes
+    /// go on, at risk, with no replica to confirm them), then the primary's
+    /// replication links cut, the replicas resumed, and once every sentinel
+    /// counts them again the primary killed while still cut: the replica
+    /// promoted lacks every write made since the first fault (Sentinel
+    /// only; issue 37 item 2).
+    ReplicasAwayThenKill,
+    /// The bus link between the primary and its replica cut (each still
+    /// reaches every other node, so only the primary flags the replica
+    /// `fail?`), then the primary killed while it is cut (Cluster only).
+    BusLinkCutThenKill,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 5] = [
+    /// Every fault of a Sentinel deployment whose clients list every
+    /// sentinel.
+    const SENTINEL: [Fault; 6] = [
         Fault::Graceful,
         Fault::Kill,
         Fault::Pause,
         Fault::ReplicaPause,
         Fault::Partition,
+        Fault::ReplicasAwayThenKill,
+    ];
+    /// The cluster's: its nodes' buses are behind proxies, their
+    /// replication links are not.
+    const CLUSTER: [Fault; 5] = [
+        Fault::Graceful,
+        Fault::Kill,
+        Fault::Pause,
+        Fault::ReplicaPause,
+        Fault::BusLinkCutThenKill,
     ];
 
     /// Whether the fault moves the primary.
@@ -88,18 +111,18 @@ impl Deployment {
         Deployment::Sentinel(Box::new(Sentinel::start_proxied().await), Listing::One)
     }
 
+    /// Cluster, every node's bus behind a proxy that can cut one link.
     pub async fn cluster() -> Self {
-        Deployment::Cluster(Cluster::start().await)
+        Deployment::Cluster(Cluster::start_bus_proxied(&[]).await)
     }
 
-    /// The faults this deployment is put through: the cluster's nodes are
-    /// not behind proxies, so no partition there.
+    /// The faults this deployment is put through.
     pub fn faults(&self) -> &'static [Fault] {
         match self {
-            Deployment::Sentinel(_, Listing::Every) => &Fault::ALL,
+            Deployment::Sentinel(_, Listing::Every) => &Fault::SENTINEL,
             // What the address changes: whose failover the clients hear of.
-            Deployment::Sentinel(_, Listing::One) => &Fault::ALL[..1],
-            Deployment::Cluster(_) => &Fault::ALL[..4],
+            Deployment::Sentinel(_, Listing::One) => &Fault::SENTINEL[..1],
+            Deployment::Cluster(_) => &Fault::CLUSTER,
         }
     }
 
@@ -280,6 +303,65 @@ impl Deployment {
                     unreachable!()
                 };
                 s.proxy(primary).heal();
+            }
+            Fault::ReplicasAwayThenKill => {
+                let Deployment::Sentinel(s, _) = &*self else {
+                    unreachable!("the double fault is injected on Sentinel only")
+                };
+                // As the sentinels know them: by their proxies' ports.
+                let replicas: Vec<u16> = s
+                    .proxies
+                    .iter()
+                    .map(|p| p.port)
+                    .filter(|p| *p != primary)
+                    .collect();
+                for r in &replicas {
+                    s.node(*r).freeze();
+                }
+                // Past failure detection (1 s): every sentinel flags them down.
+                for r in &replicas {
+                    s.await_replica_down(*r, true).await;
+                }
+                s.proxy(primary).partition();
+                for r in &replicas {
+                    s.node(*r).thaw();
+                }
+                // Promotable again (no longer down), lacking what was
+                // written since they stopped.
+                for r in &replicas {
+                    s.await_replica_down(*r, false).await;
+                }
+                self.node_mut(primary).kill().await;
+                if self.await_new_primary(primary).await.is_none() {
+                    no_failover("no new primary after the primary died with its replicas behind");
+                }
+                self.node_mut(primary).restart().await;
+                let Deployment::Sentinel(s, _) = &*self else {
+                    unreachable!()
+                };
+                s.proxy(primary).heal();
+            }
+            Fault::BusLinkCutThenKill => {
+                let Deployment::Cluster(c) = &*self else {
+                    unreachable!("bus links are cut on the cluster only")
+                };
+                let replica = c.replica_of(primary).await;
+                c.cut_bus_link(primary, replica).await;
+                // The primary alone flags its replica `fail?` (past the
+                // node timeout, 1 s); the others still reach it.
+                crate::common::topology::until("the primary flags its replica fail?", || async {
+                    c.flags(primary, replica).await.iter().any(|f| f == "fail?")
+                })
+                .await;
+                self.node_mut(primary).kill().await;
+                if self.await_new_primary(primary).await.is_none() {
+                    no_failover("no new primary after the primary with one bad link died");
+                }
+                self.node_mut(primary).restart().await;
+                let Deployment::Cluster(c) = &*self else {
+                    unreachable!()
+                };
+                c.heal_bus_link(primary, replica).await;
             }
             Fault::ReplicaPause => {
                 let replica = self.replica_of(primary).await;

@@ -219,6 +219,34 @@ impl Cluster {
         }
     }
 
+    /// The flags the node on `on` gives the node on `of` (`CLUSTER NODES`:
+    /// `slave`, `master`, `fail?`, ...); empty when it does not answer.
+    pub async fn flags(&self, on: u16, of: u16) -> Vec<String> {
+        let id = self.node_id(of).await;
+        let nodes = on_node(on, "CLUSTER", vec!["NODES"])
+            .await
+            .as_string()
+            .unwrap_or_default();
+        nodes
+            .lines()
+            .find(|l| l.starts_with(&id))
+            .and_then(|l| l.split_whitespace().nth(2))
+            .map(|f| f.split(',').map(str::to_string).collect())
+            .unwrap_or_default()
+    }
+
+    /// Undoes `cut_bus_link`.
+    pub async fn heal_bus_link(&self, a: u16, b: u16) {
+        let (id_a, id_b) = (self.node_id(a).await, self.node_id(b).await);
+        for (node, proxy) in self.nodes.iter().zip(&self.bus) {
+            if node.port == a {
+                proxy.heal_sender(&id_b);
+            } else if node.port == b {
+                proxy.heal_sender(&id_a);
+            }
+        }
+    }
+
     /// Undoes `isolate_bus`.
     pub async fn rejoin_bus(&self, port: u16) {
         let id = self.node_id(port).await;

@@ -413,3 +413,65 @@ async fn on_a_cluster_acquires_that_wait_for_replicas_share_batches_and_waits() 
     client.shutdown().await;
     other.shutdown().await;
 }
+
+/// On a cluster, a `WAIT` holds the connection to the node it went to, so
+/// the writes of every slot a primary serves share one `WAIT` turn: with
+/// the primary's replica frozen, acquires on 16 slots of it go out with 2
+/// or 3 `WAIT`s, not one each. Keyed by slot, the turns let each slot's
+/// first acquire send its own `WAIT`, and those queued on the connection
+/// one after another: the sixteenth waited sixteen `WAIT` timeouts, and on
+/// a lagging shard other calls on that connection ran out of time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_the_slots_of_one_primary_share_its_wait() {
+    use common::topology::{node_client, Cluster};
+    let cluster = Cluster::start().await;
+    let first = "spread:0".to_string();
+    let primary = cluster.owner_of(redisson_lock::naming::slot(&first)).await;
+    let replica = cluster.replica_of(primary).await;
+    // 16 names, each on a slot of its own, all served by that primary.
+    let mut names = vec![];
+    let mut slots = std::collections::HashSet::new();
+    let mut i = 0;
+    while names.len() < 16 {
+        let name = format!("spread:{i}");
+        let slot = redisson_lock::naming::slot(&name);
+        if cluster.owner_of(slot).await == primary && slots.insert(slot) {
+            names.push(name);
+        }
+        i += 1;
+    }
+    // Kept without a replica's confirmation (one script each); a short
+    // `WAIT` timeout, so that a turn per slot costs seconds, not minutes.
+    let mut lax = config(&cluster.url(), Duration::from_secs(30));
+    lax.slaves_sync_timeout = Duration::from_millis(500);
+    lax.check_lock_synced_slaves = false;
+    // One write connection, which every slot's writes share.
+    lax.master_connection_pool_size = 1;
+    let client = RedissonClient::connect(lax).await.unwrap();
+    let raw = node_client(primary).await;
+    // The script cached, the slots' owner known.
+    let warm = client.lock(&first).unwrap();
+    warm.lock().await.unwrap().unlock().await.unwrap();
+    let waits = command_calls(&raw, "wait").await;
+
+    cluster.node(replica).freeze();
+    let replies = try_all(&client, &names).await;
+    cluster.node(replica).thaw();
+    let waited = command_calls(&raw, "wait").await - waits;
+    // One for the first acquire, which went alone; one shared by every
+    // acquire made while it was in flight; a third only for one made after
+    // that batch left.
+    assert!(
+        (1..=3).contains(&waited),
+        "{waited} WAITs for {} acquires on {} slots of one primary",
+        names.len(),
+        slots.len()
+    );
+    for (name, reply) in names.iter().zip(replies) {
+        let guard = reply
+            .unwrap()
+            .unwrap_or_else(|| panic!("{name} not acquired"));
+        guard.unlock().await.unwrap();
+    }
+    client.shutdown().await;
+}

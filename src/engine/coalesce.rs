@@ -43,6 +43,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fred::clients::Client;
+use fred::interfaces::ClusterInterface;
+use fred::types::cluster::ClusterRouting;
+use fred::types::config::Server;
 use fred::types::Value;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
@@ -82,22 +85,46 @@ pub(crate) struct Lane {
     /// Calls whose caller stopped waiting before they were sent.
     abandoned: Mutex<Vec<Arc<Pending>>>,
     any_abandoned: AtomicBool,
-    /// The one `WAIT` in flight on this connection (on a cluster, per hash
-    /// slot: the connection reaches every primary, and a `WAIT` holds only
-    /// the node it went to). A `WAIT` holds the connection until the
-    /// replicas answer or its timeout ends, and everything sent after it
-    /// waits behind it: calls that need one while another is in flight
-    /// wait in [`Lane::for_turn`] and all go out with the next, so a replica
-    /// that stopped answering delays a write by at most two timeouts, not
-    /// one per call (or per batch) ahead of it.
-    wait_turns: Mutex<HashMap<u16, Arc<tokio::sync::Semaphore>>>,
+    /// The one `WAIT` in flight on each node's connection (on a cluster the
+    /// lane reaches every primary, and a `WAIT` holds only the node it went
+    /// to). A `WAIT` holds the connection until the replicas answer or its
+    /// timeout ends, and everything sent after it waits behind it: calls
+    /// that need one while another is in flight wait in
+    /// [`Lane::for_turn`] and all go out with the next, so a replica that
+    /// stopped answering delays a write by at most two timeouts, not one
+    /// per call (or per batch, or per slot) ahead of it.
+    wait_turns: Mutex<HashMap<Node, Arc<tokio::sync::Semaphore>>>,
     /// Per node, the queued calls waiting for its `WAIT` turn: whichever
     /// flush gets the turn sends all of them, those queued after it too.
-    for_turn: Mutex<HashMap<u16, Vec<Queued>>>,
+    for_turn: Mutex<HashMap<Node, Vec<Queued>>>,
     /// Walking scripts in flight on this connection ([`WALKING_AT_ONCE`]).
     walking: tokio::sync::Semaphore,
     /// One walking script in flight per stripe of hash slots.
     walking_stripes: Box<[tokio::sync::Semaphore]>,
+}
+
+/// The node a call is written to, as its `WAIT` turn is kept.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Node {
+    /// The connection's one node (not a cluster).
+    One,
+    /// The primary serving the call's slot in the client's slot map: every
+    /// slot it serves shares its turn, and the turn's calls and `WAIT` are
+    /// sent to it by address, so the `WAIT` covers every one of them.
+    At(Server),
+    /// A slot the map has no primary for (yet): its own turn, its calls
+    /// routed by slot.
+    Slot(u16),
+}
+
+impl Node {
+    /// The address its calls are sent to, when they go by address.
+    fn server(&self) -> Option<&Server> {
+        match self {
+            Node::At(server) => Some(server),
+            _ => None,
+        }
+    }
 }
 
 struct Queued {
@@ -247,17 +274,33 @@ impl Lane {
     pub(crate) async fn wait_turn(&self, wait: Option<WaitFor>, slot: u16) -> Option<WaitTurn> {
         wait?;
         // The semaphore is never closed.
-        let permit = self.turns(slot).acquire_owned().await.ok()?;
+        let permit = self.turns(&self.node_of(slot)).acquire_owned().await.ok()?;
         Some(WaitTurn { _permit: permit })
     }
 
-    /// The `WAIT` turn of the node `slot` is written to: one per
-    /// connection, one per slot on a cluster.
-    fn turns(&self, slot: u16) -> Arc<tokio::sync::Semaphore> {
-        let key = if self.slot_grouped { slot } else { 0 };
+    /// The node `slot` is written to.
+    fn node_of(&self, slot: u16) -> Node {
+        if !self.slot_grouped {
+            return Node::One;
+        }
+        self.node_in(self.client.cached_cluster_state().as_ref(), slot)
+    }
+
+    /// The node `slot` is written to by `map` (the client's slot map, read
+    /// once for a whole flush).
+    fn node_in(&self, map: Option<&ClusterRouting>, slot: u16) -> Node {
+        match (self.slot_grouped, map.and_then(|m| m.get_server(slot))) {
+            (false, _) => Node::One,
+            (true, Some(server)) => Node::At(server.clone()),
+            (true, None) => Node::Slot(slot),
+        }
+    }
+
+    /// The `WAIT` turn of `node`.
+    fn turns(&self, node: &Node) -> Arc<tokio::sync::Semaphore> {
         self.wait_turns
             .lock()
-            .entry(key)
+            .entry(node.clone())
             .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(1)))
             .clone()
     }
@@ -295,7 +338,7 @@ impl Lane {
                     )
                 }
                 Some(_) => {
-                    if let Ok(turn) = self.turns(slot).try_acquire_owned() {
+                    if let Ok(turn) = self.turns(&self.node_of(slot)).try_acquire_owned() {
                         return Route::Alone(
                             call,
                             Alone {
@@ -352,11 +395,17 @@ async fn flush(lane: Arc<Lane>) {
         return;
     }
     let n_calls = queued.len();
-    // Per node written to (a slot on a cluster, else the one connection).
-    let mut nodes: HashMap<u16, Vec<Queued>> = HashMap::new();
+    // Per node written to (a primary on a cluster, else the one connection).
+    let map = match lane.slot_grouped {
+        true => lane.client.cached_cluster_state(),
+        false => None,
+    };
+    let mut nodes: HashMap<Node, Vec<Queued>> = HashMap::new();
     for q in queued {
-        let key = if lane.slot_grouped { q.slot } else { 0 };
-        nodes.entry(key).or_default().push(q);
+        nodes
+            .entry(lane.node_in(map.as_ref(), q.slot))
+            .or_default()
+            .push(q);
     }
     let sent = nodes
         .into_iter()
@@ -374,19 +423,23 @@ async fn flush(lane: Arc<Lane>) {
 /// node once per flush: with a replica not answering, calls queued while
 /// the turn was taken waited one `WAIT` timeout per flush ahead of them,
 /// and a renewal queued behind three of them missed its lease.
-async fn flush_node(lane: &Lane, slot: u16, queued: Vec<Queued>) {
+async fn flush_node(lane: &Lane, node: Node, queued: Vec<Queued>) {
     if queued.iter().all(|q| q.wait.is_none()) {
         let sent = group(queued, lane.slot_grouped)
             .into_iter()
-            .map(|batch| send(lane, batch, None));
+            .map(|batch| send(lane, batch, None, None));
         for (pending, reply) in futures::future::join_all(sent).await.into_iter().flatten() {
             pending.complete(reply);
         }
         return;
     }
-    lane.for_turn.lock().entry(slot).or_default().extend(queued);
-    let _turn = lane.turns(slot).acquire_owned().await.ok();
-    let queued = lane.for_turn.lock().remove(&slot).unwrap_or_default();
+    lane.for_turn
+        .lock()
+        .entry(node.clone())
+        .or_default()
+        .extend(queued);
+    let _turn = lane.turns(&node).acquire_owned().await.ok();
+    let queued = lane.for_turn.lock().remove(&node).unwrap_or_default();
     if queued.is_empty() {
         // An earlier flush sent them with its `WAIT`.
         return;
@@ -397,14 +450,17 @@ async fn flush_node(lane: &Lane, slot: u16, queued: Vec<Queued>) {
         Some(_) => batches.pop(),
         None => None,
     };
-    let sent = batches.into_iter().map(|batch| send(lane, batch, None));
+    // Every batch and the `WAIT` to the node by address: on one connection,
+    // so the `WAIT` covers them all (a slot moved meanwhile is refused there).
+    let to = node.server();
+    let sent = batches.into_iter().map(|batch| send(lane, batch, to, None));
     let mut done: Vec<Done> = futures::future::join_all(sent)
         .await
         .into_iter()
         .flatten()
         .collect();
     if let Some(last) = last {
-        let waited = send(lane, last, wait).await;
+        let waited = send(lane, last, to, wait).await;
         let acked = waited.iter().find_map(|(_, reply)| match reply {
             Ok((_, acked)) => acked.clone(),
             _ => None,
@@ -447,14 +503,19 @@ fn group(queued: Vec<Queued>, slot_grouped: bool) -> Vec<Vec<Queued>> {
 
 /// Sends one batch with one attempt (and its `EVAL` after a `NOSCRIPT`:
 /// nothing ran), followed by `wait` if given, and returns each call's reply.
-async fn send(lane: &Lane, mut batch: Vec<Queued>, wait: Option<WaitFor>) -> Vec<Done> {
+async fn send(
+    lane: &Lane,
+    mut batch: Vec<Queued>,
+    to: Option<&Server>,
+    wait: Option<WaitFor>,
+) -> Vec<Done> {
     let (script, slot) = (batch[0].call.script, batch[0].slot);
     if let [_] = &batch[..] {
         let Some(q) = batch.pop() else {
             return vec![];
         };
         let reply = script
-            .run_kept(&lane.client, lane.timeout, slot, q.call, wait)
+            .run_kept(&lane.client, lane.timeout, slot, to, q.call, wait)
             .await;
         return vec![(q.pending, reply)];
     }
@@ -475,7 +536,7 @@ async fn send(lane: &Lane, mut batch: Vec<Queued>, wait: Option<WaitFor>) -> Vec
         args,
     };
     match each
-        .run_kept(&lane.client, lane.timeout, slot, call, wait)
+        .run_kept(&lane.client, lane.timeout, slot, to, call, wait)
         .await
     {
         Ok((Value::Array(replies), acked)) if replies.len() == 2 * pending.len() => {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use fred::clients::Client;
 use fred::interfaces::ClientLike;
-use fred::types::config::Options;
+use fred::types::config::{Options, Server};
 use fred::types::{ClusterHash, CustomCommand, Value};
 
 use crate::engine::boxed_reply;
@@ -112,7 +112,7 @@ impl Script {
         wait: Option<WaitFor>,
     ) -> Result<(Value, Option<Acks>)> {
         let argv = call.into_argv(self.sha1.clone());
-        send_waiting(redis, timeout, "EVALSHA", argv, slot, wait).await
+        send_waiting(redis, timeout, "EVALSHA", argv, slot, None, wait).await
     }
 
     /// `SCRIPT LOAD`s the script on the node owning `slot`. Loading twice
@@ -164,7 +164,7 @@ impl Script {
                         tracing::debug!(error = %e, "loading a batch script failed");
                     }
                 }
-                send_waiting(redis, timeout, "EVAL", self.eval(rebuild), slot, wait).await
+                send_waiting(redis, timeout, "EVAL", self.eval(rebuild), slot, None, wait).await
             }
             other => other,
         }
@@ -175,21 +175,24 @@ impl Script {
     /// vector, their bytes shared) for the `EVAL` that follows a `NOSCRIPT`.
     /// The call is answered on the spot either way, inside the `WAIT` turn
     /// its sender holds: handing a `NOSCRIPT` back to each caller to send
-    /// alone put one `WAIT` per call back on the connection.
+    /// alone put one `WAIT` per call back on the connection. With `node`,
+    /// it goes to that node's connection whatever the slot map says (a
+    /// node that no longer serves `slot` refuses it: nothing runs).
     pub(crate) async fn run_kept(
         &self,
         redis: &Client,
         timeout: Duration,
         slot: u16,
+        node: Option<&Server>,
         call: ScriptCall,
         wait: Option<WaitFor>,
     ) -> Result<(Value, Option<Acks>)> {
         let argv = call.into_argv(self.sha1.clone());
         let mut kept = argv.clone();
-        match send_waiting(redis, timeout, "EVALSHA", argv, slot, wait).await {
+        match send_waiting(redis, timeout, "EVALSHA", argv, slot, node, wait).await {
             Err(e) if e.is_noscript() => {
                 kept[0] = Value::from_static_str(self.text);
-                send_waiting(redis, timeout, "EVAL", kept, slot, wait).await
+                send_waiting(redis, timeout, "EVAL", kept, slot, node, wait).await
             }
             other => other,
         }
@@ -213,11 +216,12 @@ fn send_waiting<'a>(
     cmd: &'static str,
     argv: Vec<Value>,
     slot: u16,
+    node: Option<&'a Server>,
     wait: Option<WaitFor>,
 ) -> futures::future::BoxFuture<'a, Result<(Value, Option<Acks>)>> {
     Box::pin(async move {
         match wait {
-            None => send(redis, timeout, cmd, argv, slot)
+            None => send(redis, timeout, cmd, argv, slot, node)
                 .await
                 .map(|reply| (reply, None)),
             Some(wait) => {
@@ -227,7 +231,8 @@ fn send_waiting<'a>(
                     ..wait
                 };
                 let (reply, acks) =
-                    send_then_wait(redis, timeout + wait.timeout, cmd, argv, slot, wait).await?;
+                    send_then_wait(redis, timeout + wait.timeout, cmd, argv, slot, node, wait)
+                        .await?;
                 Ok((reply, Some(acks)))
             }
         }
@@ -286,9 +291,10 @@ async fn send_then_wait(
     cmd: &'static str,
     argv: Vec<Value>,
     slot: u16,
+    node: Option<&Server>,
     wait: WaitFor,
 ) -> Result<(Value, Acks)> {
-    let options = once(timeout);
+    let options = once(timeout, node);
     let pipeline = fred::clients::Pipeline::from(redis.with_options(&options));
     let command =
         |name: &'static str| CustomCommand::new_static(name, ClusterHash::Custom(slot), false);
@@ -408,8 +414,9 @@ async fn send(
     cmd: &'static str,
     argv: Vec<Value>,
     slot: u16,
+    node: Option<&Server>,
 ) -> Result<Value> {
-    let options = once(timeout);
+    let options = once(timeout, node);
     // The slot of the first key. Not `ClusterHash::Offset(2)`: fred 10.1
     // honours only `Custom` on a custom command and otherwise hashes the
     // first string argument, which is the script's SHA.
@@ -431,11 +438,12 @@ async fn send(
 /// may send it again; after a MOVED fred has re-read the slot map first.
 /// fred honours `Some(0)` only on a connection that allows no redirect
 /// either, which script connections do (`connection::builder`).
-fn once(timeout: Duration) -> Options {
+fn once(timeout: Duration, node: Option<&Server>) -> Options {
     Options {
         max_attempts: Some(1),
         max_redirections: Some(0),
         timeout: Some(timeout),
+        cluster_node: node.cloned(),
         ..Options::default()
     }
 }

@@ -661,23 +661,12 @@ async fn one_nodes_lost_link_to_a_replica_does_not_drop_it() {
     let primary = cluster.primaries().await[0];
     let replica = cluster.replica_of(primary).await;
     cluster.cut_bus_link(primary, replica).await;
-    let replica_id = cluster.node_id(replica).await;
-    let flags_on = |port: u16| {
-        let id = replica_id.clone();
-        async move {
-            let nodes = on_node(port, "CLUSTER", vec!["NODES"])
-                .await
-                .as_string()
-                .unwrap_or_default();
-            nodes
-                .lines()
-                .find(|l| l.starts_with(&id))
-                .and_then(|l| l.split_whitespace().nth(2).map(str::to_string))
-                .unwrap_or_default()
-        }
-    };
     until("the primary flags its replica fail?", || async {
-        flags_on(primary).await.split(',').any(|f| f == "fail?")
+        cluster
+            .flags(primary, replica)
+            .await
+            .iter()
+            .any(|f| f == "fail?")
     })
     .await;
     let others: Vec<u16> = cluster
@@ -687,7 +676,11 @@ async fn one_nodes_lost_link_to_a_replica_does_not_drop_it() {
         .filter(|p| *p != primary)
         .collect();
     for other in others {
-        assert_eq!(flags_on(other).await, "slave", "only one node lost it");
+        assert_eq!(
+            cluster.flags(other, replica).await,
+            ["slave"],
+            "only one node lost it"
+        );
     }
     let mut k = 0;
     let name = loop {

@@ -236,6 +236,17 @@ impl Deployment {
         }
     }
 
+    /// SIGKILLs `primary`, waits for another to take over, and restarts it
+    /// on its port, with the RDB of its last full sync, as a supervisor
+    /// would (see docs/interop.md): the deployment demotes it. False when
+    /// no failover completed within [`FAILOVER_LIMIT`].
+    async fn kill_and_fail_over(&mut self, primary: u16) -> bool {
+        self.node_mut(primary).kill().await;
+        let failed_over = self.await_new_primary(primary).await.is_some();
+        self.node_mut(primary).restart().await;
+        failed_over
+    }
+
     /// Injects `fault`, waits until the deployment has recovered and is
     /// healthy again. A failover that does not complete, or a deployment
     /// that does not heal, is an outcome of the episode (with what every node
@@ -272,13 +283,9 @@ impl Deployment {
                 }
             }
             Fault::Kill => {
-                self.node_mut(primary).kill().await;
-                if self.await_new_primary(primary).await.is_none() {
+                if !self.kill_and_fail_over(primary).await {
                     no_failover("no new primary after the kill");
                 }
-                // Back on its port, with the RDB of its last full sync as a
-                // replica (see docs/interop.md): the deployment demotes it.
-                self.node_mut(primary).restart().await;
             }
             Fault::Pause => {
                 self.node(primary).freeze();
@@ -294,11 +301,9 @@ impl Deployment {
                 s.proxy(primary).partition();
                 // How long the partition lasts before the primary dies.
                 tokio::time::sleep(Duration::from_millis(2500)).await;
-                self.node_mut(primary).kill().await;
-                if self.await_new_primary(primary).await.is_none() {
+                if !self.kill_and_fail_over(primary).await {
                     no_failover("no new primary after the partitioned primary died");
                 }
-                self.node_mut(primary).restart().await;
                 let Deployment::Sentinel(s, _) = &*self else {
                     unreachable!()
                 };
@@ -331,11 +336,9 @@ impl Deployment {
                 for r in &replicas {
                     s.await_replica_down(*r, false).await;
                 }
-                self.node_mut(primary).kill().await;
-                if self.await_new_primary(primary).await.is_none() {
+                if !self.kill_and_fail_over(primary).await {
                     no_failover("no new primary after the primary died with its replicas behind");
                 }
-                self.node_mut(primary).restart().await;
                 let Deployment::Sentinel(s, _) = &*self else {
                     unreachable!()
                 };
@@ -353,11 +356,9 @@ impl Deployment {
                     c.flags(primary, replica).await.iter().any(|f| f == "fail?")
                 })
                 .await;
-                self.node_mut(primary).kill().await;
-                if self.await_new_primary(primary).await.is_none() {
+                if !self.kill_and_fail_over(primary).await {
                     no_failover("no new primary after the primary with one bad link died");
                 }
-                self.node_mut(primary).restart().await;
                 let Deployment::Cluster(c) = &*self else {
                     unreachable!()
                 };

@@ -367,6 +367,29 @@ mod tests {
         assert!(state.is_lost());
     }
 
+    /// A re-entry or `set_lease` shortens the deadline before it is sent;
+    /// one refused before anything was sent (`NoPrimary`) puts it back, so
+    /// a command never sent cannot end in a lost signal (issue 37 item 12).
+    #[tokio::test(start_paused = true)]
+    async fn a_shortening_never_sent_is_undone() {
+        let state = LeaseState::new();
+        let t0 = Instant::now();
+        state.confirm(t0, Duration::from_secs(30));
+        let long = state.deadline();
+        let before = state.shorten(t0, Duration::from_secs(3));
+        assert_eq!(before, long);
+        assert_eq!(state.deadline(), expires_by(t0, Duration::from_secs(3)));
+        state.unshorten(before);
+        assert_eq!(state.deadline(), long);
+        // A renewal confirmed meanwhile is kept.
+        let before = state.shorten(t0, Duration::from_secs(3));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        state.confirm(Instant::now(), Duration::from_secs(60));
+        let renewed = state.deadline();
+        state.unshorten(before);
+        assert_eq!(state.deadline(), renewed);
+    }
+
     /// Marking one hold at risk or lost wakes the waiters of that hold
     /// only: in a failover that touches N holds, N wake-ups, not N².
     #[tokio::test]

@@ -456,3 +456,19 @@ pub(crate) fn time_left(deadline: Option<Instant>) -> Option<Duration> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Waiters sent back by the same refusal come back spread over half a
+    /// pause, not at one instant (issue 37 item 10).
+    #[test]
+    fn jittered_pauses_spread_between_half_and_all() {
+        let pause = Duration::from_millis(200);
+        let pauses: std::collections::HashSet<Duration> =
+            (0..200).map(|_| jittered(pause)).collect();
+        assert!(pauses.iter().all(|p| *p >= pause / 2 && *p <= pause));
+        assert!(pauses.len() > 20, "{} distinct pauses", pauses.len());
+    }
+}

@@ -4,8 +4,8 @@
 # The failover run: every fault of tests/failover, SAFETY_EPISODES times each
 # (default 5), for every replica-quorum setting, on a Sentinel and a Cluster
 # deployment with Rust and JVM Redisson 4.7.0 clients; then the tables and
-# the plot in docs/ are made from what ran. About 40 minutes with the
-# default 5 episodes (38 on a 2-core machine).
+# the plot in docs/ are made from what ran. About 55 minutes with the
+# default 5 episodes on a 2-core machine (33 with SAFETY_EPISODES=3).
 #
 # The routine-operations run (--routine): every operation of tests/routine
 # (rolling restarts of replicas and sentinels, a sentinel frozen or cut off

@@ -483,7 +483,7 @@ async fn full_safety_run() {
     // `SAFETY_ONLY=sentinel,all` (any of the words off, any, all,
     // sentinel, cluster) runs part of the grid, to look into one row.
     let only = std::env::var("SAFETY_ONLY").unwrap_or_default();
-    // A misspelt word would run the whole grid (38 minutes): refused.
+    // A misspelt word would run the whole grid (about an hour): refused.
     for word in only.split(',').filter(|w| !w.is_empty()) {
         assert!(
             ["off", "any", "all", "sentinel", "cluster"].contains(&word),

@@ -100,7 +100,7 @@ for ax, dep in zip(axes[0], deployments):
         ax.bar(xs, signalled, width, bottom=bottom, label=f"{QUORUM[q]}: signalled", color=f"C{k}", alpha=0.25,
                hatch="//")
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(faults))])
-    ax.set_xticklabels(faults)
+    ax.set_xticklabels(faults, rotation=20, ha="right", fontsize=8)
     ax.set_ylim(bottom=0, top=max(ax.get_ylim()[1], 1))
     ax.set_ylabel("overlapping critical sections")
     ax.set_title(f"{dep}: overlaps per fault kind")

@@ -119,13 +119,9 @@ pub(crate) async fn send<S: AsRef<[u8]>>(
         timeout: Some(engine.timeout()),
         ..Options::default()
     };
-    let reply: Value = crate::engine::boxed_reply(
-        engine
-            .redis
-            .with_options(&options)
-            .custom::<Value, Value>(command, args),
-    )
-    .await
-    .map_err(|e| Error::from_redis(&e, engine.timeout()))?;
+    let client = engine.redis.with_options(&options);
+    let reply: Value = crate::engine::boxed_reply(|| client.custom::<Value, Value>(command, args))
+        .await
+        .map_err(|e| Error::from_redis(&e, engine.timeout()))?;
     Ok(Reply::from_value(reply))
 }

@@ -367,7 +367,7 @@ async fn cluster_map(
     if let Some(client) = discovery {
         let cmd = CustomCommand::new_static("CLUSTER", ClusterHash::Random, false);
         let call =
-            crate::engine::boxed_reply(client.custom::<Value, Value>(cmd, vec!["NODES".into()]));
+            crate::engine::boxed_reply(|| client.custom::<Value, Value>(cmd, vec!["NODES".into()]));
         match tokio::time::timeout(limits.call, call).await {
             Ok(Ok(v)) => return Ok(parse_cluster_nodes(&text(&v).unwrap_or_default(), None)),
             Ok(Err(e)) => last = Trouble::Refused(e.details().to_string()),

@@ -111,7 +111,7 @@ impl Link {
     /// Sends one command, once, and waits at most the call limit.
     pub(crate) async fn call(&self, command: &'static str, args: Vec<Value>) -> Reply {
         let cmd = CustomCommand::new_static(command, ClusterHash::Random, false);
-        let call = crate::engine::boxed_reply(self.client.custom::<Value, Value>(cmd, args));
+        let call = crate::engine::boxed_reply(|| self.client.custom::<Value, Value>(cmd, args));
         match tokio::time::timeout(self.limits.call, call).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) => Err(Trouble::of(&e, self.limits.call)),
@@ -146,7 +146,7 @@ impl Link {
             }?;
             self.client.ping::<Value>(None).await
         };
-        match tokio::time::timeout(self.limits.call, crate::engine::boxed_reply(sent)).await {
+        match tokio::time::timeout(self.limits.call, crate::engine::boxed_reply(|| sent)).await {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) => Err(Trouble::of(&e, self.limits.call)),
             Err(_) => Err(Trouble::Unreachable(format!(

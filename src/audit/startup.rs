@@ -86,11 +86,11 @@ async fn findings(
         let reply = match &node {
             Some(server) => {
                 let routed = redis.with_cluster_node(server.clone());
-                let call = boxed_reply(routed.custom::<Value, Value>(cmd, args));
+                let call = boxed_reply(|| routed.custom::<Value, Value>(cmd, args));
                 tokio::time::timeout(timeout, call).await
             }
             None => {
-                let call = boxed_reply(redis.custom::<Value, Value>(cmd, args));
+                let call = boxed_reply(|| redis.custom::<Value, Value>(cmd, args));
                 tokio::time::timeout(timeout, call).await
             }
         };
@@ -112,7 +112,7 @@ async fn findings(
     let slot = crate::naming::slot(PROBE_CHANNEL);
     let cmd = CustomCommand::new_static(publish, ClusterHash::Custom(slot), false);
     let call =
-        boxed_reply(redis.custom::<Value, Value>(cmd, vec![PROBE_CHANNEL.into(), "0".into()]));
+        boxed_reply(|| redis.custom::<Value, Value>(cmd, vec![PROBE_CHANNEL.into(), "0".into()]));
     if let Ok(Err(e)) = tokio::time::timeout(timeout, call).await {
         let details = e.details();
         if details.starts_with("NOPERM") || details.contains("unknown command") {

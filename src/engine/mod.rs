@@ -78,6 +78,14 @@ use script::{ScriptCall, WaitFor};
 use unlock_latch::LatchSweeper;
 use watchdog::WatchdogStats;
 
+/// The client's wall clock in ms since the Unix epoch: the clock Redisson's
+/// scripts compare deadlines with (it passes `System.currentTimeMillis()`).
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
 /// A fred command's reply, awaited through a box.
 ///
 /// fred's command futures nest many futures deep, and rustc lays out every
@@ -87,18 +95,18 @@ use watchdog::WatchdogStats;
 /// fresh build ("queries overflow the depth limit"). Behind `dyn`, the layout
 /// stops here. One allocation per command; tests/spawnable.rs keeps the
 /// depth of every public future under half the default limit.
-/// The client's wall clock in ms since the Unix epoch: the clock Redisson's
-/// scripts compare deadlines with (it passes `System.currentTimeMillis()`).
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
-pub(crate) fn boxed_reply<'a, T>(
-    call: impl std::future::Future<Output = std::result::Result<T, fred::error::Error>> + Send + 'a,
-) -> BoxFuture<'a, std::result::Result<T, fred::error::Error>> {
-    Box::pin(call)
+///
+/// `call` makes the future once the box is there, so that it is built in
+/// the box: fred's future for a command is 6.9 KB, and built beside the box
+/// it was copied into it, twice per lock and unlock (issue 38).
+pub(crate) fn boxed_reply<'a, T, F>(
+    call: impl FnOnce() -> F,
+) -> BoxFuture<'a, std::result::Result<T, fred::error::Error>>
+where
+    F: std::future::Future<Output = std::result::Result<T, fred::error::Error>> + Send + 'a,
+{
+    let boxed: Box<F> = Box::write(Box::new_uninit(), call());
+    Box::into_pin(boxed)
 }
 
 /// The state one client shares with every lock object it hands out.
@@ -143,6 +151,12 @@ pub(crate) struct Engine {
 }
 
 impl Engine {
+    /// [`Engine::publish_command`] as a script argument: static, so that
+    /// neither making it nor fred's copy of it allocates (issue 38).
+    pub(crate) fn publish_arg(&self) -> Value {
+        Value::from_static_str(self.publish_command)
+    }
+
     pub(crate) fn ensure_open(&self) -> Result<()> {
         if self.lifecycle.is_closing() {
             Err(Error::Shutdown)
@@ -259,7 +273,7 @@ impl Engine {
         call: impl std::future::Future<Output = std::result::Result<T, fred::error::Error>> + Send + 'a,
         wrong_type: impl FnOnce(Error) -> Error + 'a,
     ) -> impl std::future::Future<Output = Result<T>> + 'a {
-        let call = boxed_reply(call);
+        let call = boxed_reply(|| call);
         async move {
             call.await
                 .map_err(|e| wrong_type(Error::from_redis(&e, self.config.timeout)))

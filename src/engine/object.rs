@@ -123,7 +123,7 @@ impl Object {
         self.synced_request(operation, |latch| {
             let mut args = Vec::with_capacity(before.len() + 2 + after.len());
             args.extend(before.iter().cloned());
-            args.extend([publish.into(), latch.ttl_ms.into()]);
+            args.extend([Value::from_static_str(publish), latch.ttl_ms.into()]);
             args.extend(after.iter().cloned());
             ScriptCall {
                 script,

@@ -66,7 +66,12 @@ pub(crate) enum Confirm {
 impl Request {
     pub(crate) fn new() -> Self {
         Request {
-            id: format!("{:032x}", rand::random::<u128>()),
+            // 32 hex digits, written without `format!`, which cost about 1%
+            // of a lock + unlock pair's instructions (issue 38).
+            id: uuid::Uuid::from_u128(rand::random())
+                .simple()
+                .encode_lower(&mut uuid::Uuid::encode_buffer())
+                .to_owned(),
             first_sent: Arc::default(),
         }
     }

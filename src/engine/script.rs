@@ -208,8 +208,11 @@ impl Script {
 /// `cmd argv` alone, or pipelined with `WAIT` on the same connection so
 /// that the `WAIT` covers exactly this write.
 ///
-/// Behind `dyn`, for the reason of [`boxed_reply`]: every lock write's
-/// future would otherwise carry both paths, fred's futures inline.
+/// The path with a `WAIT` is behind `dyn`, for the reason of
+/// [`boxed_reply`]: every lock write's future would otherwise carry its
+/// pipeline, fred's futures inline. The path without one is only [`send`],
+/// whose fred future is boxed already: boxing it again cost every script an
+/// allocation and a copy of its state (issue 38).
 fn send_waiting<'a>(
     redis: &'a Client,
     timeout: Duration,
@@ -218,13 +221,15 @@ fn send_waiting<'a>(
     slot: u16,
     node: Option<&'a Server>,
     wait: Option<WaitFor>,
-) -> futures::future::BoxFuture<'a, Result<(Value, Option<Acks>)>> {
-    Box::pin(async move {
-        match wait {
-            None => send(redis, timeout, cmd, argv, slot, node)
-                .await
-                .map(|reply| (reply, None)),
-            Some(wait) => {
+) -> impl std::future::Future<Output = Result<(Value, Option<Acks>)>> + Send + 'a {
+    use futures::future::{Either, FutureExt};
+    match wait {
+        None => Either::Left(
+            send(redis, timeout, cmd, argv, slot, node)
+                .map(|reply| reply.map(|reply| (reply, None))),
+        ),
+        Some(wait) => {
+            let waited: futures::future::BoxFuture<'a, _> = Box::pin(async move {
                 let wait = WaitFor {
                     timeout: wait.timeout_now(),
                     by: None,
@@ -234,9 +239,10 @@ fn send_waiting<'a>(
                     send_then_wait(redis, timeout + wait.timeout, cmd, argv, slot, node, wait)
                         .await?;
                 Ok((reply, Some(acks)))
-            }
+            });
+            Either::Right(waited)
         }
-    })
+    }
 }
 
 /// The `WAIT <replicas> <timeout>` that follows a script.
@@ -424,7 +430,7 @@ async fn send(
     let client = redis.with_options(&options);
     // fred's timeout (the options') covers the whole wait for the reply.
     // Boxed: see `engine::boxed_reply`.
-    boxed_reply(client.custom::<Value, Value>(command, argv))
+    boxed_reply(|| client.custom::<Value, Value>(command, argv))
         .await
         .map_err(|e| Error::from_redis(&e, timeout))
 }

@@ -419,16 +419,23 @@ fn attempt_time(engine: &Engine) -> Duration {
 /// latch's lifetime) is settled in the background, as when its caller drops
 /// it; so a fault never makes `try_lock()` or `try_lock_for(d)` overrun by
 /// more than one attempt's normal time.
-async fn bounded<T>(
+fn bounded<F: std::future::Future>(
     until: Option<Instant>,
-    attempt: impl std::future::Future<Output = T>,
-) -> Option<T> {
-    // Boxed: an attempt is a deep future, and the timer's layer on top of it
-    // would be inlined into every caller's (see `engine::boxed_reply`).
-    let attempt = Box::pin(attempt);
+    attempt: F,
+) -> impl std::future::Future<Output = Option<F::Output>> {
+    use futures::future::{Either, FutureExt};
+    // Not an `async fn`: one would keep `attempt` twice in its state (the
+    // argument, and the future it awaits), and copy it from one to the
+    // other (issue 38).
     match until {
-        Some(until) => tokio::time::timeout_at(until, attempt).await.ok(),
-        None => Some(attempt.await),
+        // Boxed under the timer: an attempt is a deep future, and the
+        // timer's layer on top of it would be inlined into every caller's
+        // (see `engine::boxed_reply`). Without one (`lock()`), no box: it
+        // cost every acquisition an allocation and a copy.
+        Some(until) => {
+            Either::Left(tokio::time::timeout_at(until, Box::pin(attempt)).map(Result::ok))
+        }
+        None => Either::Right(attempt.map(Some)),
     }
 }
 

@@ -125,7 +125,7 @@ impl ChannelWatch {
                 self.subscriber.subscribe(channel).await
             }
         };
-        match tokio::time::timeout(timeout, crate::engine::boxed_reply(sent)).await {
+        match tokio::time::timeout(timeout, crate::engine::boxed_reply(|| sent)).await {
             Ok(outcome) => outcome.map_err(|e| Error::from_redis(&e, timeout)),
             Err(_) => Err(Error::Timeout(timeout)),
         }
@@ -154,7 +154,7 @@ impl ChannelWatch {
         }
         let timeout = self.client.engine.timeout();
         let sent = self.subscriber.psubscribe(pattern);
-        match tokio::time::timeout(timeout, crate::engine::boxed_reply(sent)).await {
+        match tokio::time::timeout(timeout, crate::engine::boxed_reply(|| sent)).await {
             Ok(outcome) => {
                 outcome.map_err(|e| Error::from_redis(&e, timeout))?;
                 self.patterns = true;

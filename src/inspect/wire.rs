@@ -66,7 +66,7 @@ impl<'a> Wire<'a> {
         args: Vec<Value>,
     ) -> Result<Option<Value>> {
         let cmd = CustomCommand::new_static(command, ClusterHash::FirstKey, false);
-        let call = boxed_reply(self.redis().custom::<Value, Value>(cmd, args));
+        let call = boxed_reply(|| self.redis().custom::<Value, Value>(cmd, args));
         match call.await.map_err(|e| self.error(e)) {
             Ok(value) => Ok(Some(value)),
             Err(e) if e.is_wrong_type() => Ok(None),
@@ -91,7 +91,7 @@ impl<'a> Wire<'a> {
             let queued: std::result::Result<Value, _> = pipeline.custom(cmd, args).await;
             queued.map_err(|e| self.error(e))?;
         }
-        let replies = boxed_reply(async { Ok(pipeline.try_all::<Value>().await) }).await;
+        let replies = boxed_reply(|| async { Ok(pipeline.try_all::<Value>().await) }).await;
         let replies: Vec<_> = replies.map_err(|e: fred::error::Error| self.error(e))?;
         // Callers take one reply per command; a pipeline that failed as a
         // whole answers with one error only.
@@ -125,9 +125,9 @@ impl<'a> Wire<'a> {
         let reply = match node {
             Some(server) => {
                 let routed = self.redis().with_cluster_node(server.clone());
-                boxed_reply(routed.custom::<Value, Value>(cmd, args)).await
+                boxed_reply(|| routed.custom::<Value, Value>(cmd, args)).await
             }
-            None => boxed_reply(self.redis().custom::<Value, Value>(cmd, args)).await,
+            None => boxed_reply(|| self.redis().custom::<Value, Value>(cmd, args)).await,
         };
         reply.map_err(|e| self.error(e))
     }

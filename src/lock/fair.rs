@@ -247,7 +247,7 @@ pub(super) fn unlock(call: &Call, latch: &Latch) -> ScriptCall {
             call.lease_ms.into(),
             call.field.into(),
             now_ms().into(),
-            call.engine.publish_command.into(),
+            call.engine.publish_arg(),
             latch.ttl_ms.into(),
         ],
     }
@@ -284,11 +284,7 @@ pub(super) fn force_unlock(engine: &Engine, lock: &str) -> ScriptCall {
     ScriptCall {
         script: &FORCE_UNLOCK,
         keys,
-        args: vec![
-            UNLOCK_MESSAGE.into(),
-            now_ms().into(),
-            engine.publish_command.into(),
-        ],
+        args: vec![UNLOCK_MESSAGE.into(), now_ms().into(), engine.publish_arg()],
     }
 }
 

@@ -617,7 +617,7 @@ impl LockKind for GroupKind {
             call.field.into(),
             UNLOCK_MESSAGE.into(),
             call.lease_ms.into(),
-            call.engine.publish_command.into(),
+            call.engine.publish_arg(),
             latch.ttl_ms.into(),
             now_ms().into(),
         ];
@@ -635,7 +635,7 @@ impl LockKind for GroupKind {
 
     fn force_unlock(&self, engine: &Engine, lock: &str) -> ScriptCall {
         let group = self.key(lock);
-        let mut args: Vec<Value> = vec![UNLOCK_MESSAGE.into(), engine.publish_command.into()];
+        let mut args: Vec<Value> = vec![UNLOCK_MESSAGE.into(), engine.publish_arg()];
         args.extend(fields(lock).map(Value::from));
         ScriptCall {
             script: &FORCE_UNLOCK,

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use crate::acquire::sealed::{Until, Within};
 use crate::acquire::{Acquirable, Acquire, Bounded, BoxFuture, UntilAcquired};
+use crate::engine::kind::Patience;
 use crate::engine::raw::RawLock;
 use crate::engine::Engine;
 use crate::error::Result;
@@ -207,7 +208,10 @@ impl<K: Kind> Lock<K> {
     /// # Ok(()) }
     /// ```
     pub async fn lock(&self) -> Result<K::Guard> {
-        self.acquire().await
+        // Not through the builder, whose future is boxed: the box allocated
+        // and copied the whole acquisition on every call (issue 38).
+        let (held, token) = self.raw.acquire_forever(None).await?;
+        K::guard(sealed::Granted(held, token))
     }
 
     /// One attempt, no waiting (a fair lock's is not queued either). `None`
@@ -233,7 +237,7 @@ impl<K: Kind> Lock<K> {
     /// # Ok(()) }
     /// ```
     pub async fn try_lock(&self) -> Result<Option<K::Guard>> {
-        self.acquire().no_wait().await
+        self.acquire_inline(Patience::Once).await
     }
 
     /// Waits up to `wait` for the lock; `None` when it stayed taken (a fair
@@ -259,7 +263,16 @@ impl<K: Kind> Lock<K> {
     /// # Ok(()) }
     /// ```
     pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<K::Guard>> {
-        self.acquire().wait(wait).await
+        self.acquire_inline(Patience::For(wait)).await
+    }
+
+    /// A bounded acquisition with the watchdog's lease, its future inline
+    /// in the caller's (see [`Lock::lock`]).
+    async fn acquire_inline(&self, patience: Patience) -> Result<Option<K::Guard>> {
+        let granted = self.raw.acquire(None, patience).await?;
+        granted
+            .map(|(held, token)| K::guard(sealed::Granted(held, token)))
+            .transpose()
     }
 
     /// Releases one hold of the current owner ([`Lock::current_owner`])

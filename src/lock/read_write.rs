@@ -266,7 +266,7 @@ fn force_unlock(engine: &Engine, lock: &str, mode: &str, message: i64) -> Script
     ScriptCall {
         script: &FORCE_UNLOCK,
         keys: vec![lock.to_string(), naming::rwlock_channel_name(lock)],
-        args: vec![mode.into(), message.into(), engine.publish_command.into()],
+        args: vec![mode.into(), message.into(), engine.publish_arg()],
     }
 }
 
@@ -307,7 +307,7 @@ impl LockKind for ReadKind {
             args: vec![
                 UNLOCK_MESSAGE.into(),
                 call.field.into(),
-                call.engine.publish_command.into(),
+                call.engine.publish_arg(),
                 latch.ttl_ms.into(),
             ],
         }
@@ -371,7 +371,7 @@ impl LockKind for WriteKind {
                 WAKE_ALL_MESSAGE.into(),
                 call.lease_ms.into(),
                 call.field.into(),
-                call.engine.publish_command.into(),
+                call.engine.publish_arg(),
                 latch.ttl_ms.into(),
             ],
         }

@@ -115,7 +115,7 @@ pub(super) fn unlock(call: &Call, latch: &Latch) -> ScriptCall {
             UNLOCK_MESSAGE.into(),
             call.lease_ms.into(),
             call.field.into(),
-            call.engine.publish_command.into(),
+            call.engine.publish_arg(),
             latch.ttl_ms.into(),
         ],
     }
@@ -127,6 +127,6 @@ pub(super) fn force_unlock(engine: &Engine, lock: &str) -> ScriptCall {
     ScriptCall {
         script: &FORCE_UNLOCK,
         keys: vec![lock.to_string(), naming::channel_name(lock)],
-        args: vec![UNLOCK_MESSAGE.into(), engine.publish_command.into()],
+        args: vec![UNLOCK_MESSAGE.into(), engine.publish_arg()],
     }
 }

@@ -103,9 +103,9 @@ impl Pool {
         naming::semaphore_channel_name(&self.object.name)
     }
 
-    /// `PUBLISH` or `SPUBLISH`, for the scripts.
-    pub(crate) fn publish(&self) -> &'static str {
-        self.object.engine.publish_command
+    /// `PUBLISH` or `SPUBLISH`, for the scripts (see `Engine::publish_arg`).
+    pub(crate) fn publish(&self) -> Value {
+        self.object.engine.publish_arg()
     }
 
     /// Sets `permits` if the semaphore does not exist, expiring after

@@ -46,7 +46,7 @@ impl RPermitExpirableSemaphore {
         let mut args: Vec<Value> = vec![
             deadline(Some(lease))?.into(),
             now_ms().into(),
-            self.pool.publish().into(),
+            self.pool.publish(),
         ];
         args.extend(ids.iter().map(|id| id.to_value()));
         let keys = vec![self.name().into(), self.leases_key(), self.channel()];

@@ -153,7 +153,7 @@ impl RPermitExpirableSemaphore {
             .run(object.call(
                 &SET_PERMITS,
                 vec![self.name().into(), self.channel(), self.leases_key()],
-                vec![i64::from(permits).into(), self.pool.publish().into()],
+                vec![i64::from(permits).into(), self.pool.publish()],
             ))
             .await
             .map(|_| ())
@@ -279,7 +279,7 @@ impl RPermitExpirableSemaphore {
         let object = &self.pool.object;
         let _busy = object.enter()?;
         let mut args = own;
-        args.extend([now_ms().into(), self.pool.publish().into()]);
+        args.extend([now_ms().into(), self.pool.publish()]);
         let keys = vec![self.name().into(), self.leases_key(), self.channel()];
         object.run(object.call(script, keys, args)).await
     }

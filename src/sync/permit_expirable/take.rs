@@ -86,7 +86,7 @@ pub(super) async fn take(
                     deadline.into(),
                     now_ms().into(),
                     NEVER.into(),
-                    publish.into(),
+                    publish.clone(),
                     latch.ttl_ms.into(),
                 ];
                 with_ids(&TRY_ACQUIRE, &keys, head, &ids, latch)
@@ -141,7 +141,7 @@ pub(super) async fn release(pool: &Pool, ids: &[PermitId]) -> Result<usize> {
     let reply = pool
         .object
         .synced_request("release", |latch| {
-            let head = vec![now_ms().into(), publish.into(), latch.ttl_ms.into()];
+            let head = vec![now_ms().into(), publish.clone(), latch.ttl_ms.into()];
             with_ids(&RELEASE, &keys, head, ids, latch)
         })
         .await?;

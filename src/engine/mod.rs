@@ -390,6 +390,8 @@ impl Engine {
             // Guards still around hold nothing any more.
             hold.lease.mark_gone();
         }
+        // The latches of every unlock above, before their connection closes.
+        self.latches.flush(self.config.timeout).await;
         registry::remove(self).await;
         self.lifecycle.stop();
         self.hub.quit().await;

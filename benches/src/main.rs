@@ -23,7 +23,10 @@
 //! `... -- discovery [--quick] [--clients N] [--tasks N] [--seconds S] [--lagging-seconds S] [--idle-seconds S] [--out FILE]`
 //! counts the commands clients send to learn their deployment, per client per
 //! second, on a 3+3 cluster and on Sentinel, redisson-lock and Redisson side
-//! by side (`discovery.rs`; issue 29, item 5).
+//! by side (`discovery.rs`; issue 29, item 5);
+//! `... -- soak [single|cluster|both] [--minutes M] [--alone N] [--groups N] [--cancellers N] [--out FILE]`
+//! runs millions of distinct lock names for M minutes (10) and samples every
+//! minute what could grow (`soak.rs`; issue 38).
 
 mod alloc;
 mod cluster;
@@ -36,6 +39,7 @@ mod ls;
 mod monitor;
 mod replicated;
 mod server;
+mod soak;
 mod throughput;
 mod watchdog;
 
@@ -105,6 +109,34 @@ async fn harness(args: Vec<String>) {
         std::fs::write(&out, serde_json::to_string_pretty(&results).unwrap()).unwrap();
         eprintln!("wrote {out}");
         println!("{}", discovery::table(&results));
+        return;
+    }
+    if args.get(1).map(String::as_str) == Some("soak") {
+        let shape = soak::Shape {
+            minutes: flag(&args, "--minutes").unwrap_or(if quick { 1 } else { 10 }),
+            alone: flag(&args, "--alone").unwrap_or(16),
+            groups: flag(&args, "--groups").unwrap_or(4),
+            cancellers: flag(&args, "--cancellers").unwrap_or(8),
+        };
+        let which = args
+            .get(2)
+            .filter(|a| !a.starts_with("--"))
+            .map(String::as_str)
+            .unwrap_or("both");
+        let mut runs = vec![];
+        if which == "single" || which == "both" {
+            let server = server::Server::start().await;
+            runs.push(soak::run(soak::Target::Single(&server.url), "single server", shape).await);
+        }
+        if which == "cluster" || which == "both" {
+            let cluster = replicated::Deployment::cluster().await;
+            let target = soak::Target::Deployment(&cluster);
+            runs.push(soak::run(target, "cluster, 3 primaries + 3 replicas", shape).await);
+        }
+        let out: String = flag(&args, "--out").unwrap_or_else(|| "target/bench-soak.json".into());
+        std::fs::write(&out, serde_json::to_string_pretty(&runs).unwrap()).unwrap();
+        eprintln!("wrote {out}");
+        println!("{}", soak::table(&runs));
         return;
     }
     if args.get(1).map(String::as_str) == Some("cluster") {

@@ -13,8 +13,9 @@
 //!
 //! Every minute it samples the client's RSS and tokio tasks, and on the
 //! servers the connections, the pub/sub channels and their subscribers, and
-//! the keys. At the end, once the work has stopped, it waits (at most 30 s)
-//! for the keys and channels to go, and reports what was left.
+//! the keys. At the end, once the work has stopped and the client has shut
+//! down, it waits (at most 30 s) for the keys and channels to go, and lists
+//! what was left.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

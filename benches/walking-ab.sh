@@ -13,8 +13,11 @@ rm -rf "$work" && mkdir -p "$work"
 git clone -q . "$work/base"
 git -C "$work/base" checkout -q "$base"
 cp benches/src/giveups.rs benches/src/throughput.rs benches/src/main.rs "$work/base/benches/src/"
-(cd "$work/base" && CARGO_TARGET_DIR=$PWD/../../ cargo build -q --release -p redisson-lock-bench)
-cp target/release/redisson-lock-bench "$work/before"
+# A target directory of its own: cargo hashes a workspace's crates without
+# their path, so a shared one would take the base's build as this
+# checkout's when the checkout's files are older than it.
+(cd "$work/base" && CARGO_TARGET_DIR="$work/target" cargo build -q --release -p redisson-lock-bench)
+cp "$work/target/release/redisson-lock-bench" "$work/before"
 cargo build -q --release -p redisson-lock-bench
 cp target/release/redisson-lock-bench "$work/after"
 # Which build runs first alternates: the first of a pair tends to do better.

@@ -183,19 +183,20 @@ async fn after_all_sent(client: &RedissonClient, raw: &Client, marker: &str) {
     .await;
 }
 
-/// Scripts whose work grows with data already on Redis never batch, and
+/// Scripts whose work grows with data already on Redis do not batch, and
 /// few of them are in flight per connection: Redis runs everything it reads
 /// from one connection before it turns to other clients, so a pipelined run
 /// of them would hold everyone else up (Java included) for their sum. Shown
 /// with every reply held back, on one single-threaded runtime (so that every
 /// task gets as far as it can before the marker): RLock acquires (cheap) all
-/// reach Redis, batched; of 200 fair-lock tries on 200 locks (a grant walks
-/// every waiter's deadline) at most 16; of 200 fair waiters of one lock
+/// reach Redis, batched; 200 fair-lock tries on 200 locks nobody waits for
+/// (nothing to walk) too; of 200 tries on fair locks with an ended waiter
+/// each (a try walks it) at most 16 ran; of 200 fair waiters of one lock
 /// giving up at once (each walks the queue) and of 200 read unlocks of one
 /// lock (each walks every reader), one. Once replies flow, each goes out on
 /// its own.
 #[tokio::test]
-async fn scripts_that_walk_data_go_out_few_at_a_time_never_batched() {
+async fn scripts_that_walk_data_go_out_few_at_a_time_unless_it_is_absent() {
     let (server, proxy, client) = proxied(|_| {}).await;
     let raw = server.raw().await;
     let other = common::client(&server, Duration::from_secs(30)).await;
@@ -222,43 +223,82 @@ async fn scripts_that_walk_data_go_out_few_at_a_time_never_batched() {
         guard.unwrap().unwrap().unlock().await.unwrap();
     }
 
-    // Fair tries, on as many fair locks (the script runs once first: a
-    // NOSCRIPT reply, held back, would stall its call).
+    // Fair tries, on as many fair locks. A first round, unhindered, caches
+    // the script and its batch form (a NOSCRIPT reply, held back, would
+    // stall its call).
     let fair_names: Vec<String> = (0..TASKS).map(|i| format!("walking:{i}")).collect();
-    let warm = client.fair_lock("walking:warm").unwrap();
-    warm.try_lock()
-        .await
-        .unwrap()
-        .unwrap()
-        .unlock()
-        .await
-        .unwrap();
+    let try_fair = |names: &[String]| -> Vec<_> {
+        names
+            .iter()
+            .map(|name| {
+                let lock = client.fair_lock(name).unwrap();
+                tokio::spawn(async move { lock.acquire().no_wait().lease(lease).await })
+            })
+            .collect()
+    };
+    for task in try_fair(&fair_names) {
+        let guard = within("a fair try", task).await.unwrap().unwrap().unwrap();
+        guard.unlock().await.unwrap();
+    }
+
+    // Nobody waits for any of them: each call costs what it sends (the
+    // queue and the deadlines it would walk are absent), so they batch.
     let before = evalshas().await;
     proxy.stall_replies();
-    let tries: Vec<_> = fair_names
-        .iter()
-        .map(|name| {
-            let lock = client.fair_lock(name).unwrap();
-            tokio::spawn(async move { lock.acquire().no_wait().lease(lease).await })
-        })
-        .collect();
+    let tries = try_fair(&fair_names);
     after_all_sent(&client, &raw, "marker:fair").await;
-    let in_flight = evalshas().await - before;
-    // At most 16 per connection (`WALKING_AT_ONCE`), one per stripe of slots.
+    assert_eq!(
+        existing(&raw, &fair_names).await,
+        TASKS,
+        "every fair try ran"
+    );
+    let sent = evalshas().await - before;
     assert!(
-        (1..=16).contains(&in_flight),
-        "{in_flight} fair tries in flight"
+        sent < TASKS as u64,
+        "{sent} EVALSHAs for {TASKS} fair tries"
+    );
+    proxy.resume_replies();
+    for task in tries {
+        let guard = within("a fair try", task).await.unwrap().unwrap().unwrap();
+        guard.unlock().await.unwrap();
+    }
+
+    // An ended waiter (a JVM thread that was interrupted) at the head of
+    // each queue: a try walks it. Only those that found a free place ran
+    // (at most 16 per connection, `WALKING_AT_ONCE`, one per stripe of
+    // slots); a batch ran none of the others, whose ended waiter is still
+    // there until each goes out on its own.
+    let queue_of = |name: &str| redisson_lock::naming::fair_queue_name(name);
+    for name in &fair_names {
+        let _: () = raw.rpush(queue_of(name), "ended:1").await.unwrap();
+        let deadlines = redisson_lock::naming::fair_timeout_name(name);
+        let _: () = raw
+            .zadd(deadlines, None, None, false, false, (1.0, "ended:1"))
+            .await
+            .unwrap();
+    }
+    proxy.stall_replies();
+    let tries = try_fair(&fair_names);
+    after_all_sent(&client, &raw, "marker:fair-ended").await;
+    let ran = existing(&raw, &fair_names).await;
+    assert!((1..=16).contains(&ran), "{ran} fair tries ran");
+    let mut queued = 0;
+    for name in &fair_names {
+        queued += raw.llen::<usize, _>(queue_of(name)).await.unwrap();
+    }
+    assert_eq!(
+        queued,
+        TASKS - ran,
+        "ended waiters left by the tries that ran"
     );
     proxy.resume_replies();
     let mut guards = vec![];
     for task in tries {
         guards.push(within("a fair try", task).await.unwrap().unwrap().unwrap());
     }
-    assert_eq!(
-        evalshas().await - before,
-        TASKS as u64,
-        "fair tries batched"
-    );
+    for name in &fair_names {
+        assert_eq!(raw.exists::<i64, _>(queue_of(name)).await.unwrap(), 0);
+    }
     for guard in guards {
         guard.unlock().await.unwrap();
     }
@@ -279,7 +319,32 @@ async fn scripts_that_walk_data_go_out_few_at_a_time_never_batched() {
         .await
         .unwrap();
     assert!(gave_up.is_none(), "the give-up script is cached now");
-    let before = evalshas().await;
+    // A JVM waiter first in line, for good: every try walks it, so each
+    // goes out on its own as the script itself (once, if the try found a
+    // free place; otherwise after its batch did not run it).
+    let jvm = "jvm-waiter:1";
+    let _: () = raw
+        .rpush(redisson_lock::naming::fair_queue_name(queue), jvm)
+        .await
+        .unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    let deadline = (now.unwrap().as_millis() + 600_000) as f64;
+    let _: () = raw
+        .zadd(
+            redisson_lock::naming::fair_timeout_name(queue),
+            None,
+            None,
+            false,
+            false,
+            (deadline, jvm),
+        )
+        .await
+        .unwrap();
+    let acquire = fred::util::sha1_hash(concat!(
+        include_str!("../lua/fair/prelude.lua"),
+        include_str!("../lua/fair/acquire.lua")
+    ));
+    let tries = proxy.requests(&acquire);
     let waiters: Vec<_> = (0..TASKS)
         .map(|_| {
             let lock = waiting.clone();
@@ -289,12 +354,12 @@ async fn scripts_that_walk_data_go_out_few_at_a_time_never_batched() {
     // Each waiter tries once, subscribes, tries again, then sleeps for the
     // holder's TTL: once all of that ran, nothing of theirs is in flight.
     within("every waiter queued and asleep", async {
-        while evalshas().await < before + 2 * TASKS as u64 {
+        while proxy.requests(&acquire) < tries + 2 * TASKS {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     })
     .await;
-    assert_eq!(queue_len().await.unwrap(), TASKS);
+    assert_eq!(queue_len().await.unwrap(), TASKS + 1);
     let before = evalshas().await;
     proxy.stall_replies();
     for waiter in &waiters {
@@ -302,10 +367,10 @@ async fn scripts_that_walk_data_go_out_few_at_a_time_never_batched() {
     }
     after_all_sent(&client, &raw, "marker:give-up").await;
     assert_eq!(evalshas().await - before, 1, "give-ups in flight at once");
-    assert_eq!(queue_len().await.unwrap(), TASKS - 1);
+    assert_eq!(queue_len().await.unwrap(), TASKS);
     proxy.resume_replies();
     within("every waiter left the queue", async {
-        while queue_len().await.unwrap() > 0 {
+        while queue_len().await.unwrap() > 1 {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     })

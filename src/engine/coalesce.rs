@@ -18,13 +18,19 @@
 //! data already on Redis (a fair lock's queue, a read lock's holds, ended
 //! leases: `Script::walking`) costs what that data costs, whoever sent it:
 //! 256 fair-lock give-ups on a queue of 5000 blocked Redis for 1.5 s in one
-//! batch. Such a script always goes out on its own, and few of them are in
+//! batch. Such a script goes out on its own, and few of them are in
 //! flight per connection ([`Lane::walking`]): Redis runs every command it
 //! reads from a connection (up to 16 KiB of them) before it turns to another
 //! client, so walking scripts pipelined together would hold it for their sum
 //! just the same. Those of one lock go one at a time (a burst of give-ups on
 //! one queue, of read unlocks on one lock); those of different locks, at most
-//! [`WALKING_AT_ONCE`] at a time.
+//! [`WALKING_AT_ONCE`] at a time. A script that walks only the data of some
+//! keys (a fair lock's queue and deadlines: `Script::walking_over`) costs
+//! what it sends when they are absent: when no place is free, its call goes
+//! with the batches ([`Way::Checked`]), run only if it finds them absent at
+//! that moment, inside the same script; otherwise it is answered "not run"
+//! and waits for a place. An uncontended fair lock thus batches like an
+//! RLock under load.
 //!
 //! What each call does on Redis is exactly what it would do alone, and it is
 //! still sent at most once: the batch has one attempt, and a lost batch
@@ -167,6 +173,31 @@ impl Pending {
     }
 }
 
+/// What a call may run with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Way {
+    /// As it is, alone or in a batch: its work is bounded by what it sends.
+    Any,
+    /// A walking script's call, alone or in a batch, in the batch form that
+    /// runs it only if the data it walks is absent
+    /// ([`Script::walking_over`](script::Script::walking_over)); otherwise
+    /// it is answered [`was_not_run`], and nothing ran.
+    Checked,
+    /// A walking script's call as it is, on its own, holding its places
+    /// ([`Lane::walking`]).
+    Walking,
+}
+
+/// The reply of a [`Way::Checked`] call that found the data it walks on
+/// Redis: it did not run.
+const NOT_RUN: &str = "NOTRUN the data this script walks is on Redis; it goes out on its own";
+
+/// Whether `e` says a [`Way::Checked`] call did not run: it may be sent
+/// again, as it is.
+pub(crate) fn was_not_run(e: &Error) -> bool {
+    e.reply() == Some(NOT_RUN)
+}
+
 /// How a call goes out.
 pub(crate) enum Route {
     /// On its own, now. The `Alone` counts it as in flight until dropped.
@@ -245,6 +276,18 @@ impl Lane {
         })
     }
 
+    /// A walking script's places for `slot`, if both are free now.
+    pub(crate) fn try_walking(&self, slot: u16) -> Option<Walking<'_>> {
+        let stripe = self.walking_stripes[usize::from(slot) % WALKING_STRIPES]
+            .try_acquire()
+            .ok()?;
+        let any = self.walking.try_acquire().ok()?;
+        Some(Walking {
+            _stripe: stripe,
+            _any: any,
+        })
+    }
+
     /// Waits until a walking script of `slot` may go out on this connection:
     /// none of its stripe awaits a reply, and fewer than [`WALKING_AT_ONCE`]
     /// in all. The permits go with the call until its reply (or its caller's
@@ -306,15 +349,16 @@ impl Lane {
     }
 
     /// Sends `call` on its own while few calls of this lane await a reply,
-    /// or when its script walks data (never batched), otherwise queues it for
-    /// the batch of this scheduler tick.
+    /// or when it walks data as it is ([`Way::Walking`]), otherwise queues
+    /// it for the batch of this scheduler tick.
     pub(crate) fn route(
         self: &Arc<Self>,
         call: ScriptCall,
         slot: u16,
         wait: Option<WaitFor>,
+        way: Way,
     ) -> Route {
-        if !call.script.batches() {
+        if way == Way::Walking {
             self.in_flight.fetch_add(1, Ordering::AcqRel);
             return Route::Alone(
                 call,
@@ -510,7 +554,8 @@ async fn send(
     wait: Option<WaitFor>,
 ) -> Vec<Done> {
     let (script, slot) = (batch[0].call.script, batch[0].slot);
-    if let [_] = &batch[..] {
+    // A walking script's calls run checked, in the batch form, even alone.
+    if let ([_], false) = (&batch[..], script.walks()) {
         let Some(q) = batch.pop() else {
             return vec![];
         };
@@ -519,16 +564,48 @@ async fn send(
             .await;
         return vec![(q.pending, reply)];
     }
-    let each = script.each();
-    let (nk, na) = (batch[0].call.keys.len(), batch[0].call.args.len());
-    let mut keys = Vec::with_capacity(batch.len() * nk);
-    let mut args = Vec::with_capacity(3 + batch.len() * na);
-    args.extend([batch.len() as i64, nk as i64, na as i64].map(Value::from));
-    let mut pending = Vec::with_capacity(batch.len());
-    for q in batch {
-        keys.extend(q.call.keys);
-        args.extend(q.call.args);
-        pending.push(q.pending);
+    let (pending, calls): (Vec<_>, Vec<_>) = batch.into_iter().map(|q| (q.pending, q.call)).unzip();
+    let replies = run_each(lane, calls, slot, to, wait).await;
+    pending.into_iter().zip(replies).collect()
+}
+
+impl Lane {
+    /// Runs a [`Way::Checked`] call that goes out on its own: the batch form
+    /// with one call.
+    pub(crate) async fn run_checked(
+        &self,
+        call: ScriptCall,
+        slot: u16,
+        wait: Option<WaitFor>,
+    ) -> Reply {
+        run_each(self, vec![call], slot, None, wait)
+            .await
+            .pop()
+            .unwrap_or_else(|| Err(Error::connection("a batch of one call had no reply")))
+    }
+}
+
+/// Runs `calls` (one script and shape, at least one) as one `EVALSHA` of
+/// the script's batch form, with one attempt, and returns each call's reply.
+async fn run_each(
+    lane: &Lane,
+    calls: Vec<ScriptCall>,
+    slot: u16,
+    to: Option<&Server>,
+    wait: Option<WaitFor>,
+) -> Vec<Reply> {
+    let n = calls.len();
+    let Some(first) = calls.first() else {
+        return vec![];
+    };
+    let each = first.script.each();
+    let (nk, na) = (first.keys.len(), first.args.len());
+    let mut keys = Vec::with_capacity(n * nk);
+    let mut args = Vec::with_capacity(3 + n * na);
+    args.extend([n as i64, nk as i64, na as i64].map(Value::from));
+    for call in calls {
+        keys.extend(call.keys);
+        args.extend(call.args);
     }
     let call = ScriptCall {
         script: each,
@@ -539,14 +616,13 @@ async fn send(
         .run_kept(&lane.client, lane.timeout, slot, to, call, wait)
         .await
     {
-        Ok((Value::Array(replies), acked)) if replies.len() == 2 * pending.len() => {
+        Ok((Value::Array(replies), acked)) if replies.len() == 2 * n => {
             // One WAIT after the batch covers every write in it.
             let mut replies = replies.into_iter();
-            pending
-                .into_iter()
-                .map(|p| {
+            (0..n)
+                .map(|_| {
                     let (code, reply) = (replies.next(), replies.next());
-                    (p, unpack(code, reply).map(|reply| (reply, acked.clone())))
+                    unpack(code, reply).map(|reply| (reply, acked.clone()))
                 })
                 .collect()
         }
@@ -554,22 +630,22 @@ async fn send(
             // It ran, but what each call did cannot be told: each resolves
             // its outcome as after a lost reply.
             let message = format!("unexpected reply to a batch of scripts: {other:?}");
-            pending
-                .into_iter()
-                .map(|p| (p, Err(Error::connection(message.clone()))))
+            (0..n)
+                .map(|_| Err(Error::connection(message.clone())))
                 .collect()
         }
-        Err(e) => pending.into_iter().map(|p| (p, Err(e.clone()))).collect(),
+        Err(e) => (0..n).map(|_| Err(e.clone())).collect(),
     }
 }
 
-/// One call's two entries in a batch reply: `1, reply`, `2, 0` for nil, or
-/// `0, message`.
+/// One call's two entries in a batch reply: `1, reply`, `2, 0` for nil,
+/// `0, message`, or `3, 0` for a checked call that did not run.
 fn unpack(code: Option<Value>, reply: Option<Value>) -> Result<Value> {
     let reply = reply.unwrap_or(Value::Null);
     match code.as_ref().and_then(script::as_i64) {
         Some(1) => Ok(reply),
         Some(2) => Ok(Value::Null),
+        Some(3) => Err(Error::redis(NOT_RUN)),
         Some(0) => Err(Error::redis(
             reply.as_string().unwrap_or_else(|| format!("{reply:?}")),
         )),

@@ -68,7 +68,7 @@ use tokio::sync::watch;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::naming;
-use coalesce::{Lane, Route};
+use coalesce::{Lane, Route, Way};
 use hold::Holds;
 use hub::Hub;
 use lifecycle::Lifecycle;
@@ -304,35 +304,101 @@ impl Engine {
     /// Sends `call` once on the writer of `slot`, followed by `wait`: on its
     /// own when nothing else of that connection awaits a reply, otherwise in
     /// the batch of this scheduler tick (one `WAIT` after the batch, and
-    /// one `WAIT` in flight per connection); a script that walks data always
-    /// on its own, after the connection's previous one was answered (see
-    /// [`coalesce`]). Returns the reply and
-    /// the replicas that acknowledged.
-    async fn send(
-        &self,
-        lane: &Arc<Lane>,
+    /// one `WAIT` in flight per connection); a script that walks data on
+    /// its own, after the connection's previous one was answered (see
+    /// [`coalesce`]), unless it walks only keys it may find absent
+    /// ([`Script::walking_over`](script::Script::walking_over)). Returns
+    /// the reply and the replicas that acknowledged.
+    ///
+    /// Not an `async fn`: the choice is made before a future exists, so the
+    /// common path's future is [`Engine::send_by`]'s alone.
+    fn send<'a>(
+        &'a self,
+        lane: &'a Arc<Lane>,
         slot: u16,
         call: ScriptCall,
-        build: &(dyn Fn() -> ScriptCall + Sync),
+        build: &'a (dyn Fn() -> ScriptCall + Sync),
         wait: Option<WaitFor>,
-    ) -> coalesce::Reply {
+    ) -> impl std::future::Future<Output = coalesce::Reply> + Send + 'a {
+        use futures::future::Either;
+        let script = call.script;
         // A script that walks data waits for a place among the few of them
         // the connection may have in flight (see `coalesce`): Redis then
-        // serves other clients between them.
-        let walks = !call.script.batches();
-        let _walking = match walks {
-            true => Some(lane.walking(slot).await),
-            false => None,
+        // serves other clients between them. One that walks only some keys'
+        // data takes a place if one is free, and otherwise goes out with
+        // the others, run only if it finds that data absent; if it did not
+        // run, it waits for a place.
+        let walking = match (script.walks(), script.checked()) {
+            (false, _) => {
+                return Either::Left(self.send_by(lane, slot, call, build, wait, Way::Any, None))
+            }
+            (true, false) => None,
+            (true, true) => match lane.try_walking(slot) {
+                Some(places) => Some(places),
+                None => {
+                    // Boxed: only walking scripts come here, and the
+                    // callers of every other script would otherwise carry
+                    // this path in their futures.
+                    let checked: futures::future::BoxFuture<'a, coalesce::Reply> =
+                        Box::pin(async move {
+                            match self
+                                .send_by(lane, slot, call, build, wait, Way::Checked, None)
+                                .await
+                            {
+                                Err(e) if coalesce::was_not_run(&e) => {
+                                    self.send_by(
+                                        lane,
+                                        slot,
+                                        build(),
+                                        build,
+                                        wait,
+                                        Way::Walking,
+                                        None,
+                                    )
+                                    .await
+                                }
+                                done => done,
+                            }
+                        });
+                    return Either::Right(checked);
+                }
+            },
+        };
+        Either::Left(self.send_by(lane, slot, call, build, wait, Way::Walking, walking))
+    }
+
+    /// [`Engine::send`]'s call: `Way::Walking` holds its places (`walking`,
+    /// or waits for them) until the reply.
+    #[allow(clippy::too_many_arguments)]
+    async fn send_by<'a>(
+        &'a self,
+        lane: &'a Arc<Lane>,
+        slot: u16,
+        call: ScriptCall,
+        build: &'a (dyn Fn() -> ScriptCall + Sync),
+        wait: Option<WaitFor>,
+        way: Way,
+        walking: Option<coalesce::Walking<'a>>,
+    ) -> coalesce::Reply {
+        let _walking = match (way, walking) {
+            (Way::Walking, None) => Some(lane.walking(slot).await),
+            (_, places) => places,
         };
         lane.after_abandoned().await;
         // Its turn at the connection's one `WAIT`, taken after the abandoned
         // calls were answered: they may be queued behind that turn.
-        let _turn = match walks {
-            true => lane.wait_turn(wait, slot).await,
-            false => None,
+        let _turn = match way {
+            Way::Walking => lane.wait_turn(wait, slot).await,
+            Way::Any | Way::Checked => None,
         };
         let timeout = self.config.timeout;
-        match lane.route(call, slot, wait) {
+        match lane.route(call, slot, wait, way) {
+            Route::Alone(call, _in_flight) if way == Way::Checked => {
+                // Boxed for the reason above.
+                let checked: futures::future::BoxFuture<'_, coalesce::Reply> =
+                    Box::pin(lane.run_checked(call, slot, wait));
+                checked.await
+            }
             Route::Alone(call, _in_flight) => {
                 call.script
                     .run(lane.client(), timeout, slot, call, build, wait)

@@ -53,9 +53,14 @@ pub(crate) struct Script {
     sha1: Value,
     /// Whether one call's work can grow with data already on Redis (a fair
     /// lock's queue, every read hold, every ended lease) rather than with
-    /// its own arguments. Such a script is never batched (see
+    /// its own arguments. Such a script is never batched as it is (see
     /// `engine::coalesce`): a batch of them would hold Redis for the sum.
     walks: bool,
+    /// For a walking script, the keys (1-based, as `KEYS[i]`) holding the
+    /// data it walks, if its work is bounded by its arguments whenever none
+    /// of them exists: a batch may then carry its calls, and runs only
+    /// those that find them all absent (`lua/engine/each.lua`).
+    walks_over: &'static [usize],
     /// The same script run once per call of a batch, made when first needed.
     each: OnceLock<Box<Script>>,
 }
@@ -71,6 +76,7 @@ impl Script {
             text,
             sha1: fred::util::sha1_hash(text).into(),
             walks: false,
+            walks_over: &[],
             each: OnceLock::new(),
         }
     }
@@ -85,17 +91,56 @@ impl Script {
         }
     }
 
-    /// Whether calls of this script may go out in one batch.
+    /// A walking script whose walk is over the data of `keys` (1-based, as
+    /// `KEYS[i]`) only: a call that finds none of them on Redis costs what
+    /// it sends, like a script that does not walk. Such calls may go out in
+    /// a batch, which checks each call's keys as it runs it (see
+    /// `engine::coalesce`).
+    pub(crate) fn walking_over(text: &'static str, keys: &'static [usize]) -> Self {
+        Script {
+            walks_over: keys,
+            ..Script::walking(text)
+        }
+    }
+
+    /// Whether a call may go out in a batch: always for a script that does
+    /// not walk data, and under [`Script::checked`] for one that walks
+    /// only the data of some keys.
     pub(crate) fn batches(&self) -> bool {
-        !self.walks
+        !self.walks || !self.walks_over.is_empty()
+    }
+
+    /// Whether one call's work can grow with data already on Redis: sent
+    /// as it is, it goes out on its own, few at a time (`engine::coalesce`).
+    pub(crate) fn walks(&self) -> bool {
+        self.walks
+    }
+
+    /// Whether its batch form runs only the calls that find the data it
+    /// walks absent (a walking script that may batch).
+    pub(crate) fn checked(&self) -> bool {
+        self.walks && !self.walks_over.is_empty()
     }
 
     /// This script wrapped to run once per call of a batch (see
-    /// `engine::coalesce`). Made once per script, and kept for good: scripts
-    /// are statics.
+    /// `engine::coalesce`), with the check of [`Script::walking_over`]'s
+    /// keys for a walking one. Made once per script, and kept for good:
+    /// scripts are statics.
     pub(crate) fn each(&self) -> &Script {
         self.each.get_or_init(|| {
-            let text = EACH.replacen("--BODY--", self.text, 1);
+            let mut text = EACH.replacen("--BODY--", self.text, 1);
+            if self.checked() {
+                let keys: Vec<String> = self
+                    .walks_over
+                    .iter()
+                    .map(|i| format!("KEYS[{i}]"))
+                    .collect();
+                let small = format!(
+                    "small = function(KEYS) return redis.call('exists', {}) == 0 end",
+                    keys.join(", ")
+                );
+                text = text.replacen("--SMALL--", &small, 1);
+            }
             Box::new(Script::new(Box::leak(text.into_boxed_str())))
         })
     }

@@ -144,15 +144,21 @@ struct FairKind;
 static FAIR: FairKind = FairKind;
 
 /// The fair scripts share a prelude (Lua scripts cannot include each other).
-/// Each walks the queue (the prelude drops the ended waiters at its head; a
-/// grant shortens every waiter's deadline), so none is ever batched.
+/// Each walks the queue and the deadlines, `KEYS[2]` and `KEYS[3]` (the
+/// prelude drops the ended waiters at the queue's head; a grant shortens
+/// every waiter's deadline), and nothing else: a call that finds neither
+/// costs what it sends, and may go out in a batch (an uncontended lock);
+/// any other goes out on its own.
 macro_rules! fair_script {
     ($file:literal) => {
         LazyLock::new(|| {
-            Script::walking(concat!(
-                include_str!("../../lua/fair/prelude.lua"),
-                include_str!(concat!("../../lua/fair/", $file))
-            ))
+            Script::walking_over(
+                concat!(
+                    include_str!("../../lua/fair/prelude.lua"),
+                    include_str!(concat!("../../lua/fair/", $file))
+                ),
+                &[2, 3],
+            )
         })
     };
 }

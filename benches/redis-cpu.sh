@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The server's CPU per lock + unlock pair under one implementation:
-#   bash benches/redis-cpu.sh <lock|wire|floor> <concurrency> <seconds>
+#   bash benches/redis-cpu.sh <lock|wire|floor|rslock> <concurrency> <seconds>
 # runs one `profile` pass, which starts its own redis-server, and samples that
 # server's user + system time from /proc over the middle of the pass
 # (<seconds> at least 3). Needs: cargo build --release -p redisson-lock-bench
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -ne 3 ] || [[ "$1" == *,* ]] || [ "$3" -lt 3 ]; then
-  echo "usage: $0 <lock|wire|floor> <concurrency> <seconds, 3 or more>" >&2
+  echo "usage: $0 <lock|wire|floor|rslock> <concurrency> <seconds, 3 or more>" >&2
   exit 2
 fi
 if [ -n "${REDIS_URL:-}" ]; then

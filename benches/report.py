@@ -1064,17 +1064,44 @@ channel); fred's floor of raw `EVALSHA`s makes 41 per pair by itself (section 1)
 scripts' argument vectors and key strings (about 10), the hold table (2), the request id (1)
 and the acquire span (1).
 
+**Session 28, on a quiet machine** (`vmstat` steal 0): sections 1–4 rerun on the final code
+(`redisson-lock-bench --out target/bench-results.json`, the tables above), and three more
+measurements:
+
+* **Redis's CPU per pair at 16 tasks** (`bash benches/redis-cpu.sh <impl> 16 4`, two passes
+  each): redisson-lock 12.7–13.0 µs at 49.8k–62.0k pairs/s (65–79% of a core), the redis-rs
+  wire floor 14.0–14.2 µs, rslock 5.8–5.9 µs at 96.5k–99.6k pairs/s (56–59% of a core). Sent
+  one `EVALSHA` per call, Redisson's two scripts cost Redis more than twice rslock's
+  `SET NX` and its unlock script; at 100% of a core that is at most 77k–79k pairs/s, below
+  what rslock does here at 59%. Matching rslock at 16 tasks therefore takes batching, which
+  costs Redis about 7 µs per pair (section 1).
+* **Batching from 8 calls in flight instead of 32** (`ALONE_BELOW`, the harness built twice,
+  `profile lock 16 3` interleaved, 3 runs each): 42.7k, 33.4k and 32.3k pairs/s against 55.5k,
+  62.1k and 70.7k with 32, and 19.5–27.7 µs of client CPU per pair against 13.8–17.9. Each
+  reply then passes from fred's task through the batch's task to its caller, one more
+  cross-thread wake-up per call, as session 9 found. Kept at 32.
+* **Uncontended fair locks batch** under load (section 7): +31% at 256 tasks.
+
 **What is left of the issue's targets, and what limits each:**
 
-* *Pairs per second at least rslock's at 16 tasks*: not met in section 1 (0.67x), not remeasured
-  here. rslock's acquire is one `SET NX`, and redis-rs writes the commands of concurrent tasks
-  in one system call; fred flushes after every script, and a third of our client's samples are
-  the kernel's. Under load the crate already sends one `EVALSHA` for many calls (from 32 calls
-  in flight); below that, batching cost a cross-thread wake-up per call (section 1, session 9).
-* *Allocations per pair at most 30*: out of reach while each script is one fred command (fred's
-  floor is 41); 54 now, 40 at 256 tasks where calls are batched.
-* *Fair lock at 256 tasks, hand-off p99/p50, the watchdog's figures*: not worked on. The
-  watchdog's renewals did not change.
+* *Pairs per second at least rslock's*: met at 1 task and 256 tasks in section 1's run above
+  (see its table), not at 16. At 16 the limit is Redis's CPU per script call (above): with one
+  command per call no client reaches rslock's rate on these scripts, and batching at 16 costs
+  more in wake-ups than it saves.
+* *Allocations per pair at most 30*: 54 at 1 and 16 tasks, 39 at 256 (batched). About 30 per
+  pair are fred's own work per command (heaptrack, session 28, 16 tasks: encoding the frame,
+  a shared copy of every string argument made as it is encoded (5 per pair), the command, its
+  reply channel, the connection's queue of commands in flight); fred's floor of raw
+  `EVALSHA`s makes 41 per pair by itself.
+  Ours: the argument vectors and key strings (about 10), the hold table (2), the request id,
+  the acquire span. Keeping the lock's name and channel as shared values would save about 6
+  per pair; the unlock path rebuilds its lock from the hold, so the values would have to live
+  in the hold table. Not done.
+* *Fair lock at 256 tasks at least 38 500 pairs/s*: met, 65 000–66 000 (section 7).
+* *Hand-off p99 / p50 under 3*: see sections 2 and 3 (rerun above). Where a row misses, the
+  waiting is for a core: the run-queue column measures it, and Redisson's JVMs miss the same
+  rows.
+* *The watchdog's figures*: section 4 (rerun above); its renewal path did not change.
 """
 disc_src = os.path.join(os.path.dirname(src), "bench-discovery.json")
 if os.path.exists(disc_src):

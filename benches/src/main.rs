@@ -24,9 +24,10 @@
 //! counts the commands clients send to learn their deployment, per client per
 //! second, on a 3+3 cluster and on Sentinel, redisson-lock and Redisson side
 //! by side (`discovery.rs`; issue 29, item 5);
-//! `... -- soak [single|cluster|both] [--minutes M] [--alone N] [--groups N] [--cancellers N] [--out FILE]`
-//! runs millions of distinct lock names for M minutes (10) and samples every
-//! minute what could grow (`soak.rs`; issue 38).
+//! `... -- soak [single|cluster|both] [--minutes M] [--pairs P] [--most-minutes X] [--alone N] [--groups N] [--cancellers N] [--out FILE]`
+//! runs millions of distinct lock names for M minutes (10), and on until P
+//! lock + unlock pairs (none) but no longer than X minutes (60), and samples
+//! every minute what could grow (`soak.rs`; issue 38).
 
 mod alloc;
 mod cluster;
@@ -114,6 +115,8 @@ async fn harness(args: Vec<String>) {
     if args.get(1).map(String::as_str) == Some("soak") {
         let shape = soak::Shape {
             minutes: flag(&args, "--minutes").unwrap_or(if quick { 1 } else { 10 }),
+            pairs: flag(&args, "--pairs").unwrap_or(0),
+            most_minutes: flag(&args, "--most-minutes").unwrap_or(60),
             alone: flag(&args, "--alone").unwrap_or(16),
             groups: flag(&args, "--groups").unwrap_or(4),
             cancellers: flag(&args, "--cancellers").unwrap_or(8),

@@ -29,6 +29,10 @@ use crate::replicated::Deployment;
 #[derive(Clone, Copy)]
 pub struct Shape {
     pub minutes: u64,
+    /// Runs on past `minutes` until this many pairs (0: none)...
+    pub pairs: u64,
+    /// ...but no longer than this.
+    pub most_minutes: u64,
     /// Tasks locking a new name each time.
     pub alone: usize,
     /// Groups of [`GROUP`] tasks sharing a name.
@@ -69,6 +73,7 @@ pub struct Sample {
 pub struct Run {
     pub deployment: String,
     pub version: String,
+    /// Minutes the work ran (at least `Shape::minutes`).
     pub shape_minutes: u64,
     pub tasks: usize,
     pub samples: Vec<Sample>,
@@ -199,7 +204,14 @@ pub async fn run(target: Target<'_>, name: &str, shape: Shape) -> Run {
     let tasks = workers.len();
     let start = Instant::now();
     let mut samples = vec![];
-    for minute in 1..=shape.minutes {
+    let mut minute = 0;
+    while minute < shape.minutes
+        || (samples
+            .last()
+            .is_some_and(|s: &Sample| s.pairs < shape.pairs)
+            && minute < shape.most_minutes)
+    {
+        minute += 1;
         tokio::time::sleep_until((start + Duration::from_secs(60 * minute)).into()).await;
         let sample = sample(minute, &nodes, &work.counts).await;
         eprintln!("{name} {}", line(&sample));
@@ -216,7 +228,7 @@ pub async fn run(target: Target<'_>, name: &str, shape: Shape) -> Run {
         .num_alive_tasks();
     client.shutdown().await;
     let ended = Instant::now();
-    let mut end = sample(shape.minutes, &nodes, &work.counts).await;
+    let mut end = sample(minute, &nodes, &work.counts).await;
     let mut drained_s = None;
     while ended.elapsed() < Duration::from_secs(30) {
         if end.keys == 0 && end.channels == 0 {
@@ -224,7 +236,7 @@ pub async fn run(target: Target<'_>, name: &str, shape: Shape) -> Run {
             break;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
-        end = sample(shape.minutes, &nodes, &work.counts).await;
+        end = sample(minute, &nodes, &work.counts).await;
     }
     end.tasks = tasks_after_work;
     let left = match end.keys {
@@ -239,7 +251,7 @@ pub async fn run(target: Target<'_>, name: &str, shape: Shape) -> Run {
     Run {
         deployment: name.to_string(),
         version,
-        shape_minutes: shape.minutes,
+        shape_minutes: minute,
         tasks,
         samples,
         end,

@@ -28,7 +28,8 @@ use crate::owner::OwnerId;
 pub(crate) struct Hold {
     pub(crate) name: Arc<str>,
     pub(crate) owner: OwnerId,
-    pub(crate) lease: Arc<LeaseState>,
+    /// Inline: one allocation per held lock, not two.
+    pub(crate) lease: LeaseState,
     /// One slot: serializes this owner's scripts on this lock, so that an
     /// unknown outcome can be resolved by comparing the hold count on Redis
     /// with ours. A semaphore rather than a mutex so that an abandoned
@@ -53,6 +54,12 @@ struct HoldState {
     explicit_lease_ms: u64,
     /// Removed from the table: a new acquire must start a new `Hold`.
     retired: bool,
+}
+
+impl AsRef<LeaseState> for Hold {
+    fn as_ref(&self) -> &LeaseState {
+        &self.lease
+    }
 }
 
 impl Hold {
@@ -202,7 +209,7 @@ impl Holds {
                 Arc::new(Hold {
                     name: name.clone(),
                     owner,
-                    lease: Arc::new(LeaseState::new()),
+                    lease: LeaseState::new(),
                     ops: tokio::sync::Semaphore::new(1),
                     state: Mutex::new(HoldState {
                         kind,

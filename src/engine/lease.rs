@@ -13,8 +13,8 @@
 //! renewal that finds the field missing (or a force unlock) makes it gone,
 //! and a gone hold is never renewed again.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -64,8 +64,8 @@ struct Deadline {
     at: Instant,
 }
 
-/// Deadline, risk and lost flags of one hold, shared by the hold and its
-/// lost signals.
+/// Deadline, risk and lost flags of one hold (inline in it: the watchdog's
+/// table holds one per held lock) or of one loan of permits.
 pub(crate) struct LeaseState {
     deadline: Mutex<Deadline>,
     /// The last renewal failed or was not confirmed by the replicas, or the
@@ -77,8 +77,9 @@ pub(crate) struct LeaseState {
     gone: AtomicBool,
     /// Wakes this hold's signal waiters when it is put at risk or lost: in a
     /// failover that puts every hold at risk, each waiter is woken once, by
-    /// its own hold.
-    changed: Notify,
+    /// its own hold. Made by the first waiter: a `Notify` in every hold
+    /// would cost every held lock 32 bytes, and few are ever waited on.
+    changed: OnceLock<Box<Notify>>,
 }
 
 impl LeaseState {
@@ -99,7 +100,7 @@ impl LeaseState {
             at_risk: AtomicBool::new(false),
             lost: AtomicBool::new(false),
             gone: AtomicBool::new(false),
-            changed: Notify::new(),
+            changed: OnceLock::new(),
         }
     }
 
@@ -149,9 +150,19 @@ impl LeaseState {
     pub(crate) fn mark_at_risk(&self) -> bool {
         let first = !self.at_risk.swap(true, Ordering::AcqRel);
         if first {
-            self.changed.notify_waiters();
+            self.wake();
         }
         first
+    }
+
+    /// Wakes the waiters, if any waited. The fence pairs with the one in
+    /// [`LeaseState::wait_until`]: either this sees their `Notify`, or they
+    /// see the flag set before it.
+    fn wake(&self) {
+        fence(Ordering::SeqCst);
+        if let Some(changed) = self.changed.get() {
+            changed.notify_waiters();
+        }
     }
 
     /// At risk, or lost.
@@ -163,7 +174,7 @@ impl LeaseState {
     pub(crate) fn mark_lost(&self) -> bool {
         let first = !self.lost.swap(true, Ordering::AcqRel);
         if first {
-            self.changed.notify_waiters();
+            self.wake();
         }
         first
     }
@@ -205,10 +216,13 @@ impl LeaseState {
     /// Waits until `state` holds; it is re-checked after every change of
     /// this hold and at its deadline.
     async fn wait_until(&self, state: fn(&Self) -> bool) {
+        let changed = self.changed.get_or_init(|| Box::new(Notify::new()));
         loop {
-            let woken = self.changed.notified();
+            let woken = changed.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
+            // See `wake`.
+            fence(Ordering::SeqCst);
             if state(self) {
                 return;
             }
@@ -242,18 +256,29 @@ impl LeaseState {
 /// ```
 #[derive(Clone)]
 pub struct LostSignal {
-    lease: Arc<LeaseState>,
+    /// The hold or the loan whose lease it tells of.
+    of: Arc<dyn AsRef<LeaseState> + Send + Sync>,
+}
+
+impl AsRef<LeaseState> for LeaseState {
+    fn as_ref(&self) -> &LeaseState {
+        self
+    }
 }
 
 impl LostSignal {
-    pub(crate) fn new(lease: Arc<LeaseState>) -> Self {
-        LostSignal { lease }
+    pub(crate) fn new(of: Arc<dyn AsRef<LeaseState> + Send + Sync>) -> Self {
+        LostSignal { of }
+    }
+
+    fn lease(&self) -> &LeaseState {
+        (*self.of).as_ref()
     }
 
     /// Non-blocking check: true once the lock is known lost or its lease
     /// deadline has passed.
     pub fn is_lost(&self) -> bool {
-        self.lease.is_lost()
+        self.lease().is_lost()
     }
 
     /// Completes when the lock is lost.
@@ -275,19 +300,19 @@ impl LostSignal {
     /// # Ok(()) }
     /// ```
     pub async fn lost(&self) {
-        self.lease.wait_lost().await
+        self.lease().wait_lost().await
     }
 
     /// The instant (monotonic clock) after which the lock counts as lost unless
     /// a renewal is confirmed first.
     pub fn deadline(&self) -> Instant {
-        self.lease.deadline()
+        self.lease().deadline()
     }
 
     /// Non-blocking check: true while the lock is at risk (see
     /// [`LostSignal::at_risk`]), and once it is lost.
     pub fn is_at_risk(&self) -> bool {
-        self.lease.is_at_risk()
+        self.lease().is_at_risk()
     }
 
     /// Completes when the lock is at risk: its last renewal failed (Redis
@@ -318,7 +343,7 @@ impl LostSignal {
     /// # Ok(()) }
     /// ```
     pub async fn at_risk(&self) {
-        self.lease.wait_at_risk().await
+        self.lease().wait_at_risk().await
     }
 }
 

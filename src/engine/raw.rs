@@ -310,7 +310,7 @@ impl Held {
     }
 
     pub(crate) fn lost_signal(&self) -> LostSignal {
-        LostSignal::new(self.hold.lease.clone())
+        LostSignal::new(self.hold.clone())
     }
 }
 

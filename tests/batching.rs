@@ -345,6 +345,7 @@ async fn scripts_that_walk_data_go_out_few_at_a_time_unless_it_is_absent() {
         include_str!("../lua/fair/acquire.lua")
     ));
     let tries = proxy.requests(&acquire);
+    let sent_before = evalshas().await;
     let waiters: Vec<_> = (0..TASKS)
         .map(|_| {
             let lock = waiting.clone();
@@ -360,6 +361,14 @@ async fn scripts_that_walk_data_go_out_few_at_a_time_unless_it_is_absent() {
     })
     .await;
     assert_eq!(queue_len().await.unwrap(), TASKS + 1);
+    // Nothing but those tries: while one of its lock's scripts is in
+    // flight, a try waits for its place rather than go out checked in a
+    // batch only to be answered "not run" (a round trip for nothing).
+    assert_eq!(
+        evalshas().await - sent_before,
+        2 * TASKS as u64,
+        "EVALSHAs of {TASKS} waiters trying twice"
+    );
     let before = evalshas().await;
     proxy.stall_replies();
     for waiter in &waiters {

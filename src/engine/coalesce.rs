@@ -107,6 +107,8 @@ pub(crate) struct Lane {
     walking: tokio::sync::Semaphore,
     /// One walking script in flight per stripe of hash slots.
     walking_stripes: Box<[tokio::sync::Semaphore]>,
+    /// The hash slot of the script that took each stripe last.
+    stripe_slots: Box<[std::sync::atomic::AtomicU16]>,
 }
 
 /// The node a call is written to, as its `WAIT` turn is kept.
@@ -273,7 +275,19 @@ impl Lane {
             walking_stripes: (0..WALKING_STRIPES)
                 .map(|_| tokio::sync::Semaphore::new(1))
                 .collect(),
+            stripe_slots: (0..WALKING_STRIPES)
+                .map(|_| std::sync::atomic::AtomicU16::new(0))
+                .collect(),
         })
+    }
+
+    /// Whether a walking script of `slot` (among them, every one of its
+    /// lock) awaits a reply: a sign that the lock is contended, and that the
+    /// data a script would walk is there. A hint: read without a lock.
+    pub(crate) fn slot_busy(&self, slot: u16) -> bool {
+        let stripe = usize::from(slot) % WALKING_STRIPES;
+        self.walking_stripes[stripe].available_permits() == 0
+            && self.stripe_slots[stripe].load(Ordering::Relaxed) == slot
     }
 
     /// A walking script's places for `slot`, if both are free now.
@@ -281,6 +295,7 @@ impl Lane {
         let stripe = self.walking_stripes[usize::from(slot) % WALKING_STRIPES]
             .try_acquire()
             .ok()?;
+        self.stripe_slots[usize::from(slot) % WALKING_STRIPES].store(slot, Ordering::Relaxed);
         let any = self.walking.try_acquire().ok()?;
         Some(Walking {
             _stripe: stripe,
@@ -300,6 +315,7 @@ impl Lane {
             .acquire()
             .await
             .expect(closed);
+        self.stripe_slots[usize::from(slot) % WALKING_STRIPES].store(slot, Ordering::Relaxed);
         let any = self.walking.acquire().await.expect(closed);
         Walking {
             _stripe: stripe,

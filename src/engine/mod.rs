@@ -325,14 +325,18 @@ impl Engine {
         // A script that walks data waits for a place among the few of them
         // the connection may have in flight (see `coalesce`): Redis then
         // serves other clients between them. One that walks only some keys'
-        // data takes a place if one is free, and otherwise goes out with
-        // the others, run only if it finds that data absent; if it did not
-        // run, it waits for a place.
+        // data takes a place if one is free, and when all are taken by
+        // other locks' scripts goes out with the others, run only if it
+        // finds that data absent; if it did not run, it waits for a place.
+        // While a script of its own lock (its slot) is in flight, the lock
+        // is most likely contended and the data there: it waits for its
+        // place as any walking script, rather than spend a round trip.
         let walking = match (script.walks(), script.checked()) {
             (false, _) => {
                 return Either::Left(self.send_by(lane, slot, call, build, wait, Way::Any, None))
             }
             (true, false) => None,
+            (true, true) if lane.slot_busy(slot) => None,
             (true, true) => match lane.try_walking(slot) {
                 Some(places) => Some(places),
                 None => {

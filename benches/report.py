@@ -1084,8 +1084,9 @@ channel); fred's floor of raw `EVALSHA`s makes 41 per pair by itself (section 1)
 scripts' argument vectors and key strings (about 10), the hold table (2), the request id (1)
 and the acquire span (1).
 
-**Session 28, on a quiet machine** (`vmstat` steal 0): sections 1–4 rerun on the final code
-(`redisson-lock-bench --out target/bench-results.json`, the tables above), and three more
+**Session 28, on a quiet machine** (`vmstat` steal 0): sections 1–6 rerun on f0b5f99, the final
+code but for a fair-lock refinement that came after (section 3 says what it changes), with
+`redisson-lock-bench --out target/bench-results.json` (the tables above), and three more
 measurements:
 
 * **Redis's CPU per pair at 16 tasks** (`bash benches/redis-cpu.sh <impl> 16 4`, two passes

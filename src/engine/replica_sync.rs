@@ -21,7 +21,10 @@
 //!   replica's acknowledged offset, so a write every promotable replica has
 //!   is confirmed though a stopped priority-0 replica never acknowledged
 //!   (the count alone cannot tell whose acknowledgements came);
-//! * while a failover is under way nothing is confirmed.
+//! * while a failover is under way nothing is confirmed: judged when the
+//!   `WAIT` answers, not only when the write was planned (a write may wait
+//!   for its turn, or for a primary stalled past `down-after`, while the
+//!   sentinels fail it over).
 //!
 //! A write that falls short asks the view to read that primary again. A
 //! single-server address never waits, as in Redisson.
@@ -60,6 +63,9 @@ pub(crate) enum Plan {
         left_out: u32,
         promotable_at: Arc<[String]>,
         wait: Option<WaitFor>,
+        /// The view's generation when planned: a write whose reply comes
+        /// after the view changed is judged by the view of then.
+        generation: u64,
     },
 }
 
@@ -217,6 +223,9 @@ impl ReplicaSync {
         if !self.is_enabled() {
             return Ok(Plan::NotWaited);
         }
+        // Read before the requirement: a change between the two is seen as
+        // a change when the reply is judged.
+        let generation = self.topology.generation();
         Ok(match self.topology.requirement(redis, slot) {
             Requirement::Nothing => Plan::NotWaited,
             Requirement::Moving(why) => return Err(Error::NoPrimary(why)),
@@ -250,6 +259,7 @@ impl ReplicaSync {
                         by: None,
                         by_replica,
                     }),
+                    generation,
                 }
             }
         })
@@ -284,6 +294,7 @@ impl ReplicaSync {
                 others,
                 left_out,
                 promotable_at,
+                generation,
                 ..
             } => {
                 let acks = acks.unwrap_or_default();
@@ -306,6 +317,22 @@ impl ReplicaSync {
                     short @ Synced::Short { .. } => {
                         self.judged_now(acked, &acks, redis, slot).unwrap_or(short)
                     }
+                    // Nor is a write confirmed by a view that has moved on
+                    // while it waited (for its WAIT turn, the queue, a
+                    // primary that stalled past `down-after`): a failover
+                    // announced meanwhile, or the sentinels out of reach,
+                    // and the replica that acknowledged may be about to
+                    // resync from a new primary without it.
+                    confirmed if self.topology.generation() != generation => self
+                        .judged_now(acked, &acks, redis, slot)
+                        .unwrap_or_else(|| Synced::Short {
+                            acked,
+                            required,
+                            promotable,
+                            unsettled: Some(self.unsettled_now(redis, slot).unwrap_or_else(
+                                || format!("the deployment's view changed while the write waited ({confirmed:?})"),
+                            )),
+                        }),
                     judged => judged,
                 }
             }
@@ -314,6 +341,14 @@ impl ReplicaSync {
             self.topology.fell_short(redis, slot);
         }
         synced
+    }
+
+    /// Why no write is confirmed now, if none is.
+    fn unsettled_now(&self, redis: &Client, slot: u16) -> Option<String> {
+        match self.topology.requirement(redis, slot) {
+            Requirement::Unsettled(why) | Requirement::Moving(why) => Some(why),
+            _ => None,
+        }
     }
 
     /// How many acknowledgements of promotable replicas the quorum needs.

@@ -22,7 +22,14 @@
 //!   deployment's sentinels (as many as they count themselves:
 //!   `num-other-sentinels` + 1, the voters a failover needs a majority of)
 //!   among their recent answers, one vote per sentinel (`SENTINEL MYID`: two
-//!   addresses of one sentinel vote once). The view is *settled*
+//!   addresses of one sentinel vote once). *Recent* is bounded by the
+//!   sentinel's own `down-after-milliseconds` (three quarters of it, counted
+//!   from when it was asked), and a sentinel whose last poll failed has no
+//!   vote: cut off from the client, it may be on the side that promotes a
+//!   replica, which it cannot do sooner than `down-after` after the cut. A
+//!   client that reaches only a minority of the sentinels confirms nothing.
+//!   Polls come as often as that needs (a `down-after` of 1 s: a poll every
+//!   250 ms), once a second at most otherwise. The view is *settled*
 //!   when that majority agrees and none of it flags the primary
 //!   `o_down` or `failover_in_progress`, and no sentinel has announced a
 //!   failover it has not ended. A minority (one sentinel behind, one that
@@ -63,8 +70,12 @@ use crate::error::{Error, Result};
 use crate::topology::node;
 use crate::topology::promotion::{sentinel_standing, SentinelPrimary, SentinelReplica, Standing};
 
-/// One sentinel is polled per tick, in turn.
+/// One sentinel is polled per tick, in turn (sooner where the sentinels'
+/// `down-after` is short: [`poll_tick`]).
 const POLL_TICK: Duration = Duration::from_secs(1);
+
+/// The shortest tick, whatever the sentinels' `down-after`.
+const MIN_POLL_TICK: Duration = Duration::from_millis(50);
 
 /// Forced polls of every sentinel are at least this far apart.
 const FORCED_GAP: Duration = Duration::from_millis(500);
@@ -472,7 +483,9 @@ impl Sentinels {
             let k = &mut known[index];
             k.polling = false;
             match answer {
-                Ok(answer) => {
+                Ok(mut answer) => {
+                    // It stands for what the sentinel knew when asked.
+                    answer.at = asked_at;
                     if k.warned {
                         tracing::info!(sentinel = %host, "sentinel answers again");
                     }
@@ -767,11 +780,14 @@ impl Drop for Sentinels {
 async fn poll_in_turn(sentinels: std::sync::Weak<Sentinels>, refresh: Arc<Notify>) {
     let mut next = 0;
     let mut last_forced: Option<Instant> = None;
-    let mut tick = tokio::time::interval(POLL_TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut period = POLL_TICK;
+    let mut next_tick = Instant::now();
     loop {
         let forced = tokio::select! {
-            _ = tick.tick() => false,
+            _ = tokio::time::sleep_until(next_tick) => {
+                next_tick = Instant::now() + period;
+                false
+            }
             _ = refresh.notified() => true,
         };
         if forced {
@@ -786,6 +802,7 @@ async fn poll_in_turn(sentinels: std::sync::Weak<Sentinels>, refresh: Arc<Notify
         if s.stopped.load(Ordering::Acquire) {
             return;
         }
+        period = poll_tick(&s.known.lock());
         if forced {
             for index in 0..s.count() {
                 s.clone().spawn_poll(index);
@@ -801,18 +818,54 @@ async fn poll_in_turn(sentinels: std::sync::Weak<Sentinels>, refresh: Arc<Notify
 }
 
 /// How old an answer may be and still count: two full rounds of polls and
-/// one command timeout.
-fn fresh_for(sentinels: usize, timeout: Duration) -> Duration {
-    POLL_TICK * (2 * sentinels as u32).max(2) + timeout
+/// one command timeout, and never as long as its sentinel's own
+/// `down-after-milliseconds` (see [`vote_lasts`]).
+fn fresh_for(answer: &Answer, sentinels: usize, timeout: Duration) -> Duration {
+    (POLL_TICK * (2 * sentinels as u32).max(2) + timeout).min(vote_lasts(answer.rule.down_after_ms))
+}
+
+/// How long a sentinel's answer, counted from when it was asked, still
+/// stands for that sentinel: three quarters of its `down-after`.
+///
+/// A sentinel cut off from the client since it answered may be on the side
+/// that fails the primary over. That side promotes a replica no sooner than
+/// `down-after` after it last heard the primary (Sentinel calls a node down
+/// only after that long without a reply to its oldest unanswered ping, then
+/// gathers the quorum and elects a leader). Until then the answer is as good
+/// as a fresh one; after it, the client cannot know, so the answer stops
+/// voting (a client that reaches only a minority of the sentinels then
+/// confirms nothing, as a minority of etcd makes no progress). The quarter
+/// left covers the write judged after the poll's last tick.
+fn vote_lasts(down_after_ms: u64) -> Duration {
+    Duration::from_millis(down_after_ms.saturating_mul(3) / 4)
+}
+
+/// How often one sentinel is polled, in turn, so that a majority's answers
+/// stay fresh between two polls of each: a second, sooner where the
+/// sentinels' `down-after` is short (a `down-after` of 1 s and three
+/// sentinels: every 250 ms).
+fn poll_tick(known: &[Known]) -> Duration {
+    let shortest = known
+        .iter()
+        .filter_map(|k| k.answer.as_ref())
+        .map(|a| a.rule.down_after_ms)
+        .min();
+    let Some(down_after_ms) = shortest else {
+        return POLL_TICK;
+    };
+    let majority = known.len() / 2 + 1;
+    (vote_lasts(down_after_ms) / (majority as u32 + 1)).clamp(MIN_POLL_TICK, POLL_TICK)
 }
 
 /// The view from what each sentinel last said.
 fn judge(known: &[Known], previous: Option<Address>, timeout: Duration) -> SentinelView {
-    let fresh_for = fresh_for(known.len(), timeout);
+    // A sentinel whose last poll failed has no vote: what it said before
+    // may be what the other side of a partition has since overruled.
     let mut fresh: Vec<&Answer> = known
         .iter()
+        .filter(|k| k.failing.is_none())
         .filter_map(|k| k.answer.as_ref())
-        .filter(|a| a.at.elapsed() < fresh_for)
+        .filter(|a| a.at.elapsed() < fresh_for(a, known.len(), timeout))
         .collect();
     // One vote per sentinel: an address that leads to a sentinel already
     // answering under another (a Service in front of them) counts once.
@@ -1158,6 +1211,46 @@ mod tests {
             T,
         );
         assert!(!view.settled);
+    }
+
+    #[test]
+    fn an_answer_stops_voting_after_its_down_after_or_a_failed_poll() {
+        let r = [("127.0.0.1:7001", 100), ("127.0.0.1:7002", 100)];
+        let short = |age_ms: u64| {
+            let mut a = answer(7000, 1, false, &r);
+            a.rule.down_after_ms = 1_000;
+            a.at = Instant::now() - Duration::from_millis(age_ms);
+            a
+        };
+        let fresh = judge(
+            &[known(Some(short(0))), known(Some(short(0))), known(None)],
+            None,
+            T,
+        );
+        assert!(fresh.settled, "{fresh:?}");
+        // Two answers older than three quarters of down-after: one vote of
+        // three left (the client is cut off from the other two).
+        let aged = judge(
+            &[
+                known(Some(short(0))),
+                known(Some(short(800))),
+                known(Some(short(800))),
+            ],
+            None,
+            T,
+        );
+        assert!(!aged.settled, "{aged:?}");
+        // A sentinel whose last poll failed does not vote with what it said
+        // before.
+        let mut failed = known(Some(short(0)));
+        failed.failing = Some(("timed out".into(), Instant::now()));
+        let view = judge(&[known(Some(short(0))), failed, known(None)], None, T);
+        assert!(!view.settled, "{view:?}");
+        // The tick keeps a majority fresh between two polls of each.
+        let three = [known(Some(short(0))), known(Some(short(0))), known(None)];
+        assert_eq!(poll_tick(&three), Duration::from_millis(250));
+        let slow = [known(Some(answer(7000, 1, false, &r)))];
+        assert_eq!(poll_tick(&slow), POLL_TICK);
     }
 
     #[test]

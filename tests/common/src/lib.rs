@@ -2,6 +2,7 @@
 //! TCP proxy, and observers for channel messages and keyspace events.
 
 pub mod bus;
+pub mod firewall;
 pub mod garbage;
 pub mod java;
 pub mod partition;

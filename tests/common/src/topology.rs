@@ -9,6 +9,7 @@ use std::time::Duration;
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 
+use super::firewall::{self, Addresses};
 use super::{within, RedisServer};
 
 /// A scratch directory removed on drop.
@@ -747,24 +748,53 @@ async fn slot_owners(c: &Client) -> Vec<(std::ops::RangeInclusive<u16>, u16)> {
     out
 }
 
+fn as_strs(flags: &[String]) -> Vec<&str> {
+    flags.iter().map(String::as_str).collect()
+}
+
 /// Three sentinels watching the primary on `primary_port` as `mymaster`
 /// (1 s to call a node down), with `extra` lines in their config files.
 async fn start_sentinels(dir: &Scratch, primary_port: u16, extra: &str) -> Vec<RedisServer> {
+    start_sentinels_at(dir, primary_port, extra, None).await
+}
+
+/// As `start_sentinels`; with `addresses`, the primary is on its address 2
+/// and sentinel `i` on its address `5 + i` (see `firewall`).
+async fn start_sentinels_at(
+    dir: &Scratch,
+    primary_port: u16,
+    extra: &str,
+    addresses: Option<&Addresses>,
+) -> Vec<RedisServer> {
+    let primary_host = addresses.map_or("127.0.0.1".to_string(), |a| a.host(2));
     let mut sentinels = Vec::new();
     for i in 0..3 {
         let file = dir.0.join(format!("sentinel-{i}.conf"));
+        let (own_lines, own_flags) = match addresses {
+            Some(a) => {
+                let host = a.host(5 + i as u8);
+                (
+                    format!("sentinel announce-ip {host}\n"),
+                    firewall::bind_flags(&host),
+                )
+            }
+            None => (String::new(), vec![]),
+        };
         std::fs::write(
             &file,
             format!(
-                "sentinel monitor {SERVICE} 127.0.0.1 {primary_port} 2\n\
+                "sentinel monitor {SERVICE} {primary_host} {primary_port} 2\n\
                  sentinel down-after-milliseconds {SERVICE} 1000\n\
                  sentinel failover-timeout {SERVICE} 5000\n\
                  sentinel parallel-syncs {SERVICE} 2\n\
-                 {extra}\n"
+                 {own_lines}{extra}\n"
             ),
         )
         .unwrap();
-        sentinels.push(RedisServer::start_on_free_port(Some(file), &["--sentinel"]).await);
+        let flags: Vec<&str> = std::iter::once("--sentinel")
+            .chain(own_flags.iter().map(String::as_str))
+            .collect();
+        sentinels.push(RedisServer::start_on_free_port(Some(file), &flags).await);
     }
     sentinels
 }
@@ -778,6 +808,8 @@ pub struct Sentinel {
     /// first), through which everyone reaches it, that can cut its
     /// replication links.
     pub proxies: Vec<super::partition::ReplicationProxy>,
+    /// With `start_on_own_addresses`: the block its servers are on.
+    pub addresses: Option<Addresses>,
     _dir: Scratch,
 }
 
@@ -815,10 +847,62 @@ impl Sentinel {
             replicas,
             sentinels,
             proxies: vec![],
+            addresses: None,
             _dir: dir,
         };
         deployment.await_healthy().await;
         deployment
+    }
+
+    /// As `start`, each server on a loopback address of its own, so that a
+    /// `firewall::Firewall` can cut any set of links: the primary on
+    /// address 2, the replicas on 3 and 4, the sentinels on 5, 6 and 7. The
+    /// client reaches them there (`url`); the test's own helpers still reach
+    /// every server on 127.0.0.1, across any cut.
+    pub async fn start_on_own_addresses() -> Self {
+        let addresses = Addresses::new();
+        let dir = Scratch::new("sentinel");
+        let primary =
+            RedisServer::start_with(&as_strs(&firewall::data_node_flags(&addresses.host(2)))).await;
+        let mut replicas = Vec::new();
+        for n in [3, 4] {
+            let port = primary.port.to_string();
+            let mut flags = vec!["--replicaof".to_string(), addresses.host(2), port];
+            flags.extend(firewall::data_node_flags(&addresses.host(n)));
+            replicas.push(RedisServer::start_with(&as_strs(&flags)).await);
+        }
+        let sentinels = start_sentinels_at(&dir, primary.port, "", Some(&addresses)).await;
+        let deployment = Sentinel {
+            primary,
+            replicas,
+            sentinels,
+            proxies: vec![],
+            addresses: Some(addresses),
+            _dir: dir,
+        };
+        deployment.await_healthy().await;
+        deployment
+    }
+
+    /// The address the deployment knows the server on `port` by (its own
+    /// with `start_on_own_addresses`, 127.0.0.1 otherwise).
+    pub fn host_of(&self, port: u16) -> String {
+        let Some(a) = &self.addresses else {
+            return "127.0.0.1".to_string();
+        };
+        let data = self
+            .data_nodes()
+            .position(|n| n.port == port)
+            .map(|i| 2 + i as u8);
+        let sentinel = self
+            .sentinels
+            .iter()
+            .position(|s| s.port == port)
+            .map(|i| 5 + i as u8);
+        a.host(
+            data.or(sentinel)
+                .unwrap_or_else(|| panic!("no server on port {port}")),
+        )
     }
 
     /// As `start`, with every data node behind a `ReplicationProxy`: the
@@ -874,6 +958,7 @@ impl Sentinel {
             replicas,
             sentinels,
             proxies,
+            addresses: None,
             _dir: dir,
         };
         deployment.await_healthy().await;
@@ -898,6 +983,7 @@ impl Sentinel {
             replicas,
             sentinels,
             proxies: vec![],
+            addresses: None,
             _dir: dir,
         };
         deployment.await_healthy().await;
@@ -970,12 +1056,9 @@ impl Sentinel {
 
     /// `redis-sentinel://` URL naming every sentinel.
     pub fn url(&self) -> String {
-        let mut url = format!(
-            "redis-sentinel://127.0.0.1:{}?sentinelServiceName={SERVICE}",
-            self.sentinels[0].port
-        );
+        let mut url = self.url_of_first();
         for s in &self.sentinels[1..] {
-            url.push_str(&format!("&node=127.0.0.1:{}", s.port));
+            url.push_str(&format!("&node={}:{}", self.host_of(s.port), s.port));
         }
         url
     }
@@ -983,9 +1066,10 @@ impl Sentinel {
     /// `redis-sentinel://` URL naming the first sentinel only, as one
     /// address in front of them all does.
     pub fn url_of_first(&self) -> String {
+        let first = self.sentinels[0].port;
         format!(
-            "redis-sentinel://127.0.0.1:{}?sentinelServiceName={SERVICE}",
-            self.sentinels[0].port
+            "redis-sentinel://{}:{first}?sentinelServiceName={SERVICE}",
+            self.host_of(first)
         )
     }
 

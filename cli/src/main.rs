@@ -4,6 +4,7 @@ mod audit;
 mod counters;
 mod doctor;
 mod fit;
+mod guardian;
 mod ls;
 mod run;
 mod status;

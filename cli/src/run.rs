@@ -8,6 +8,7 @@ use redisson_lock::{Error, ExpirablePermits, LockGuard, RedissonClient, Semaphor
 use tokio::process::Command;
 use tokio::signal::unix::{signal, SignalKind};
 
+use crate::guardian::{self, Guardian};
 use crate::{parse_duration, parse_wait, Cli, EXIT_LOST, EXIT_NOT_ACQUIRED};
 
 #[derive(clap::Args)]
@@ -125,6 +126,17 @@ impl Hold {
             Hold::Lock(guard) => guard.lost().await,
             Hold::Permits(_) => std::future::pending().await,
             Hold::Leased(permits) => permits.lost().await,
+        }
+    }
+
+    /// After a stop: whether the hold is still there. A lock is asked (a
+    /// stop longer than its lease lets it expire before the watchdog
+    /// notices); permits have no lease of their own to lose meanwhile, and
+    /// kept-alive ones report a loss through `lost`.
+    async fn still_held(&self) -> bool {
+        match self {
+            Hold::Lock(guard) => !guard.is_lost() && guard.hold_count().await.is_ok_and(|n| n > 0),
+            Hold::Permits(_) | Hold::Leased(_) => true,
         }
     }
 
@@ -247,14 +259,20 @@ pub async fn run(cli: &Cli, args: &Args) -> Result<u8, String> {
     let client = RedissonClient::connect(config)
         .await
         .map_err(|e| e.to_string())?;
-    let mut interrupt = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
-    let mut terminate = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+    let mut signals = Signals::new().map_err(|e| e.to_string())?;
     // A signal while waiting ends the wait: dropping the acquire releases
-    // anything it took.
-    let acquired = tokio::select! {
-        acquired = acquire(&client, args) => acquired,
-        _ = interrupt.recv() => return Ok(stop(&client, libc::SIGINT).await),
-        _ = terminate.recv() => return Ok(stop(&client, libc::SIGTERM).await),
+    // anything it took. (A stop or continue while waiting changes nothing.)
+    let acquiring = acquire(&client, args);
+    tokio::pin!(acquiring);
+    let acquired = loop {
+        tokio::select! {
+            acquired = &mut acquiring => break acquired,
+            signal = signals.recv() => if ends_a_wait(signal) {
+                return Ok(stop(&client, signal).await);
+            } else if signal == libc::SIGTSTP {
+                stop_self();
+            },
+        }
     };
     let (hold, env) = match acquired {
         Ok(Some(acquired)) => acquired,
@@ -281,6 +299,7 @@ pub async fn run(cli: &Cli, args: &Args) -> Result<u8, String> {
     if !args.foreground {
         command.process_group(0);
     }
+    guardian::die_with_parent(&mut command);
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
@@ -303,6 +322,13 @@ pub async fn run(cli: &Cli, args: &Args) -> Result<u8, String> {
             -(p as i32)
         }
     });
+    let guardian = match Guardian::watch(pid) {
+        Ok(guardian) => Some(guardian),
+        Err(e) => {
+            eprintln!("redisson-lock: cannot start the process that stops the command if run dies ({e}); it may outlive a killed run");
+            None
+        }
+    };
     let outcome = {
         let lost = hold.lost();
         tokio::pin!(lost);
@@ -310,8 +336,25 @@ pub async fn run(cli: &Cli, args: &Args) -> Result<u8, String> {
             tokio::select! {
                 status = child.wait() => break Ok(status),
                 _ = &mut lost => break Err(()),
-                _ = interrupt.recv() => send_signal(pid, libc::SIGINT),
-                _ = terminate.recv() => send_signal(pid, libc::SIGTERM),
+                signal = signals.recv() => match signal {
+                    // Ctrl-Z: the command stops with run, not behind it.
+                    libc::SIGTSTP => {
+                        send_signal(pid, libc::SIGTSTP);
+                        stop_self();
+                    }
+                    // Continued (`fg`, `bg`, `kill -CONT`): the command goes
+                    // on only if the hold outlived the stop.
+                    libc::SIGCONT => {
+                        if hold.still_held().await {
+                            send_signal(pid, libc::SIGCONT);
+                        } else {
+                            eprintln!("redisson-lock: {} was lost while stopped", what(args));
+                            send_signal(pid, libc::SIGKILL);
+                            break Err(());
+                        }
+                    }
+                    other => send_signal(pid, other),
+                },
             }
         }
     };
@@ -337,6 +380,9 @@ pub async fn run(cli: &Cli, args: &Args) -> Result<u8, String> {
                 what(args)
             );
             send_signal(pid, libc::SIGTERM);
+            // A stopped command (Ctrl-Z) acts on it only once continued, as
+            // timeout(1) does it.
+            send_signal(pid, libc::SIGCONT);
             if tokio::time::timeout(args.kill_after, child.wait())
                 .await
                 .is_err()
@@ -352,8 +398,61 @@ pub async fn run(cli: &Cli, args: &Args) -> Result<u8, String> {
             Ok(EXIT_LOST)
         }
     };
+    if let Some(guardian) = guardian {
+        guardian.disarm();
+    }
     client.shutdown().await;
     code
+}
+
+/// The signals `run` passes to its command (and, while it waits, takes as
+/// a reason to stop waiting): as `timeout(1)` does, and the stops and
+/// continues a shell's job control sends to `run`'s group only.
+struct Signals {
+    streams: Vec<(i32, tokio::signal::unix::Signal)>,
+}
+
+impl Signals {
+    fn new() -> std::io::Result<Signals> {
+        let streams = [
+            libc::SIGINT,
+            libc::SIGTERM,
+            libc::SIGHUP,
+            libc::SIGQUIT,
+            libc::SIGUSR1,
+            libc::SIGUSR2,
+            libc::SIGTSTP,
+            libc::SIGCONT,
+        ]
+        .into_iter()
+        .map(|n| Ok((n, signal(SignalKind::from_raw(n))?)))
+        .collect::<std::io::Result<_>>()?;
+        Ok(Signals { streams })
+    }
+
+    /// The next signal received.
+    async fn recv(&mut self) -> i32 {
+        let next = futures::future::select_all(
+            self.streams
+                .iter_mut()
+                .map(|(n, s)| Box::pin(async move { s.recv().await.map(|_| *n) })),
+        );
+        // A stream ends only with the runtime.
+        next.await.0.unwrap_or(libc::SIGTERM)
+    }
+}
+
+/// Whether `signal` ends a wait for the lock (a stop or a continue does not).
+fn ends_a_wait(signal: i32) -> bool {
+    !matches!(signal, libc::SIGTSTP | libc::SIGCONT)
+}
+
+/// Stops `run` itself, as Ctrl-Z would have without a handler.
+fn stop_self() {
+    // SAFETY: raise(2) on our own process.
+    unsafe {
+        libc::raise(libc::SIGSTOP);
+    }
 }
 
 /// Stops waiting after a signal: 128 + signal, as a shell reports it.

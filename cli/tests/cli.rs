@@ -127,6 +127,152 @@ async fn a_lost_run_stops_the_whole_command_even_what_ignores_sigterm() {
     other.shutdown().await;
 }
 
+/// The state letter of process `pid` (`R`, `S`, `T` stopped, `Z` dead and
+/// not reaped), `None` once it is gone.
+fn process_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')').next()?.trim_start().chars().next()
+}
+
+fn kill(pid: u32, signal: i32) {
+    // SAFETY: kill(2) on a process this test started.
+    assert_eq!(unsafe { libc::kill(pid as i32, signal) }, 0);
+}
+
+/// `run` killed with SIGKILL (the OOM killer) leaves nobody to renew its
+/// lock: its command, and what the command started, must go with it, or a
+/// second `run` takes the expired lock while the first job still runs.
+#[tokio::test]
+async fn a_killed_run_takes_its_whole_command_with_it() {
+    let server = RedisServer::start().await;
+    let (mut child, mut lines) = start_run(
+        &server.url(),
+        &["--watchdog-timeout", "1s", "killed"],
+        "sleep 1000 & echo ready; echo $$; echo $!; wait",
+    )
+    .await;
+    let mut pids = vec![];
+    for _ in 0..2 {
+        let line = within("a pid", lines.next_line()).await.unwrap().unwrap();
+        pids.push(line.parse::<i32>().unwrap());
+    }
+    let (shell, background) = (pids[0], pids[1]);
+    kill(child.id().unwrap(), libc::SIGKILL);
+    within("run killed", child.wait()).await.unwrap();
+    for (what, pid) in [("the command", shell), ("what it started", background)] {
+        common::topology::until(what, || async {
+            process_state(pid).is_none_or(|s| s == 'Z')
+        })
+        .await;
+    }
+}
+
+/// A hang-up (an ssh session that drops), SIGQUIT and the user signals go
+/// to the command's process group, as INT and TERM do; `run` releases once
+/// the command exits. Before, a SIGHUP ended `run` and left its command
+/// running with nobody renewing the lock.
+#[tokio::test]
+async fn run_passes_hang_up_and_user_signals_to_its_command() {
+    let server = RedisServer::start().await;
+    let raw = server.raw().await;
+    let (mut child, mut lines) = start_run(
+        &server.url(),
+        &["hangup"],
+        "trap 'echo usr1' USR1; trap 'echo usr2' USR2; trap 'echo quit' QUIT; \
+         trap 'echo hup; exit 3' HUP; echo ready; while :; do sleep 0.05; done",
+    )
+    .await;
+    let run = child.id().unwrap();
+    for (signal, echoed) in [
+        (libc::SIGUSR1, "usr1"),
+        (libc::SIGUSR2, "usr2"),
+        (libc::SIGQUIT, "quit"),
+    ] {
+        kill(run, signal);
+        let line = within("the command's trap", lines.next_line())
+            .await
+            .unwrap();
+        assert_eq!(line.as_deref(), Some(echoed));
+    }
+    assert_eq!(
+        raw.exists::<i64, _>("hangup").await.unwrap(),
+        1,
+        "still held"
+    );
+    kill(run, libc::SIGHUP);
+    let line = within("the command's trap", lines.next_line())
+        .await
+        .unwrap();
+    assert_eq!(line.as_deref(), Some("hup"));
+    let status = within("run exits", child.wait()).await.unwrap();
+    assert_eq!(status.code(), Some(3));
+    assert_eq!(raw.exists::<i64, _>("hangup").await.unwrap(), 0, "released");
+}
+
+/// Ctrl-Z stops the command with `run` (it is in a process group of its own,
+/// which the terminal does not stop), and `fg` continues both. A stop that
+/// outlasts the lock's lease loses it: then the command is not continued
+/// but killed, and `run` exits 76.
+#[tokio::test]
+async fn ctrl_z_stops_the_command_with_run_and_a_long_stop_loses_the_lock() {
+    let server = RedisServer::start().await;
+    let raw = server.raw().await;
+    let (mut child, mut lines) = start_run(
+        &server.url(),
+        &["--watchdog-timeout", "1s", "stopped"],
+        "echo ready; echo $$; while :; do sleep 0.05; done",
+    )
+    .await;
+    let shell: i32 = within("the shell's pid", lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let run = child.id().unwrap();
+    let both = |state: char| {
+        move || async move {
+            process_state(run as i32) == Some(state) && process_state(shell) == Some(state)
+        }
+    };
+    kill(run, libc::SIGTSTP);
+    common::topology::until("run and its command stopped", both('T')).await;
+    kill(run, libc::SIGCONT);
+    common::topology::until("both continued", || async {
+        process_state(run as i32).is_some_and(|s| s != 'T')
+            && process_state(shell).is_some_and(|s| s != 'T')
+    })
+    .await;
+    assert_eq!(
+        raw.exists::<i64, _>("stopped").await.unwrap(),
+        1,
+        "still held"
+    );
+
+    // Stopped until the lease runs out: nobody renews it meanwhile.
+    kill(run, libc::SIGTSTP);
+    common::topology::until("run and its command stopped", both('T')).await;
+    common::topology::until("the lock expired", || async {
+        raw.exists::<i64, _>("stopped").await.unwrap() == 0
+    })
+    .await;
+    kill(run, libc::SIGCONT);
+    let status = within("run exits", child.wait()).await.unwrap();
+    assert_eq!(status.code(), Some(76));
+    common::topology::until("the command killed, not continued", || async {
+        process_state(shell).is_none_or(|s| s == 'Z')
+    })
+    .await;
+    let mut stderr = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr)
+        .await
+        .unwrap();
+    // Found by the watchdog's first renewal after the stop, or by the
+    // check `run` makes before it continues the command.
+    assert!(stderr.contains("was lost"), "{stderr}");
+    assert!(!stderr.contains("outlived --kill-after"), "{stderr}");
+}
+
 /// A command that cannot start exits as a shell (and timeout(1)) says:
 /// 127 not found, 126 not runnable; the lock is given back.
 #[tokio::test]

@@ -151,6 +151,34 @@ async fn java_and_rust_waiters_are_served_in_arrival_order() {
     }
 }
 
+/// `try_lock_for(d)` answers at its deadline: leaving the queue (the
+/// give-up's script, and its `WAIT` on a replicated deployment) is not the
+/// caller's to wait for, and finishes in the background, as when the caller
+/// drops the wait. Before, the caller waited for the give-up's reply: with
+/// every reply held back, until the command timeout (here longer than the
+/// test's hang guard).
+#[tokio::test]
+async fn try_lock_for_answers_at_its_deadline_and_leaves_the_queue_after() {
+    let (server, proxy, client) = proxied(|c| c.timeout = Duration::from_secs(120)).await;
+    let holder = common::client(&server, Duration::from_secs(30)).await;
+    let holder_lock = holder.fair_lock("deadline").unwrap();
+    let held = holder_lock.lock().await.unwrap();
+    let lock = client.fair_lock("deadline").unwrap();
+    let waiting = tokio::spawn(async move { lock.try_lock_for(Duration::from_millis(300)).await });
+    until("the waiter queued", || async {
+        holder_lock.queue().await.unwrap().len() == 1
+    })
+    .await;
+    proxy.stall_replies();
+    // Answered while every reply is still held back.
+    let answer = within("try_lock_for's answer", waiting).await.unwrap();
+    assert!(matches!(answer, Ok(None)), "{answer:?}");
+    proxy.resume_replies();
+    queue_is(&holder_lock, &[]).await;
+    held.unlock().await.unwrap();
+    within("shutdown", client.shutdown()).await;
+}
+
 #[tokio::test]
 async fn a_waiter_that_gives_up_leaves_the_queue() {
     let server = RedisServer::start().await;

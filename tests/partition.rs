@@ -233,7 +233,10 @@ async fn a_primary_that_resumes_mid_failover_confirms_nothing() {
     let Some(firewall) = Firewall::for_test(test) else {
         return;
     };
-    let sentinel = Sentinel::start_on_own_addresses().await;
+    // R1 first in Sentinel's order (a lower priority number wins): the
+    // sentinels lose R2 only as they lose P, and must not pick it.
+    let sentinel =
+        Sentinel::start_on_own_addresses_shaped([&["--replica-priority", "50"], &[]]).await;
     // The stalled writes wait for P rather than time out: the stall is what
     // is measured, not the command timeout.
     let mut c = config(&sentinel.url(), Duration::from_secs(2));
@@ -351,5 +354,85 @@ async fn a_primary_that_resumes_mid_failover_confirms_nothing() {
         "grants called held and not at risk that the failover lost: {lost:?}"
     );
     let _ = primary.quit().await;
+    within("shutdown", client.shutdown()).await;
+}
+
+/// Sentinel, R2 at `replica-priority 0`: the sentinels are cut off from R2
+/// (they flag it down; it still replicates from P), and P's replication to
+/// R1, the only replica a failover could promote, is cut (R1 still answers
+/// the sentinels, so it stays promotable). Every write then reaches R2
+/// only. The `WAIT` count (one acknowledgement) used to be credited to R1,
+/// and every grant was called held and not at risk though the only replica
+/// that could take over lacked it. Only the promotable replicas' own
+/// acknowledgements may count: no grant may be called held and not at risk
+/// that R1 lacks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acknowledgement_of_a_replica_that_cannot_be_promoted_confirms_nothing() {
+    let test = "an_acknowledgement_of_a_replica_that_cannot_be_promoted_confirms_nothing";
+    let Some(firewall) = Firewall::for_test(test) else {
+        return;
+    };
+    let sentinel =
+        Sentinel::start_on_own_addresses_shaped([&[], &["--replica-priority", "0"]]).await;
+    let client = within(
+        "connect",
+        RedissonClient::connect(config(&sentinel.url(), Duration::from_secs(2))),
+    )
+    .await
+    .expect("connect through the sentinels");
+    let (p, r1, r2) = (
+        sentinel.primary.port,
+        sentinel.replicas[0].port,
+        sentinel.replicas[1].port,
+    );
+    let sentinels: Vec<String> = sentinel
+        .sentinels
+        .iter()
+        .map(|s| sentinel.host_of(s.port))
+        .collect();
+    firewall.cut(&sentinels, &[sentinel.host_of(r2)]);
+    sentinel.await_replica_down(r2, true).await;
+    firewall.cut(&[sentinel.host_of(p)], &[sentinel.host_of(r1)]);
+    // Tries until the client's view has seen R2 flagged (a poll or two)
+    // and for as many tries again.
+    let r1_client = node_client(r1).await;
+    let (mut confirmed_without_r1, mut tries, mut refused) = (vec![], 0, 0);
+    within("tries", async {
+        while tries < 40 {
+            tries += 1;
+            let name = format!("unpromotable-{tries}");
+            match client
+                .lock(&name)
+                .unwrap()
+                .acquire()
+                .lease(Duration::from_secs(600))
+                .no_wait()
+                .await
+            {
+                Ok(Some(g)) if !g.is_at_risk() => {
+                    let on_r1: bool = r1_client.hexists(&name, g.field()).await.unwrap();
+                    if !on_r1 {
+                        confirmed_without_r1.push(name);
+                    }
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("{name} is held by nobody else"),
+                Err(_) => refused += 1,
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    eprintln!(
+        "{tries} tries, {refused} refused, {} called held without R1",
+        confirmed_without_r1.len()
+    );
+    assert!(
+        confirmed_without_r1.is_empty(),
+        "{} grants called held and not at risk that the only promotable replica lacks, the first {:?}",
+        confirmed_without_r1.len(),
+        confirmed_without_r1.first()
+    );
+    let _ = r1_client.quit().await;
     within("shutdown", client.shutdown()).await;
 }

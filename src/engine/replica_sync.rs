@@ -16,11 +16,16 @@
 //!   promotable one's), so one lagging replica does not hold every write
 //!   for the whole `slavesSyncTimeout` (Redisson waits for every connected
 //!   replica, then checks that one acknowledged);
-//! * where such replicas exist, the `WAIT` goes between two `ROLE`s: the
-//!   first gives the primary's offset just past the write, the second each
-//!   replica's acknowledged offset, so a write every promotable replica has
-//!   is confirmed though a stopped priority-0 replica never acknowledged
-//!   (the count alone cannot tell whose acknowledgements came);
+//! * where any replica that cannot be promoted is listed (whatever the
+//!   reason, and whatever the view says of its link: a priority-0 replica
+//!   the sentinels cannot reach still replicates), the `WAIT` goes between
+//!   two `ROLE`s and only the promotable replicas' own acknowledgements
+//!   count: the first gives the primary's offset just past the write, the
+//!   second each replica's acknowledged offset, so a write every promotable
+//!   replica has is confirmed though a stopped priority-0 replica never
+//!   acknowledged, and one only a replica that cannot be promoted has is
+//!   not (the count alone cannot tell whose acknowledgements came). The
+//!   count alone is read only where every replica listed is promotable;
 //! * while a failover is under way nothing is confirmed: judged when the
 //!   `WAIT` answers, not only when the write was planned (a write may wait
 //!   for its turn, or for a primary stalled past `down-after`, while the
@@ -54,12 +59,12 @@ pub(crate) enum Plan {
     NotWaited,
     /// No write counts as confirmed now; why.
     Unsettled(String),
-    /// `wait` for `required` of the `promotable` replicas, `others` that
-    /// cannot be promoted acknowledging too.
+    /// `wait` for `required` of the `promotable` replicas (the `WAIT`
+    /// counting the others too, which cannot be promoted but may
+    /// acknowledge).
     Wait {
         required: u32,
         promotable: u32,
-        others: u32,
         left_out: u32,
         promotable_at: Arc<[String]>,
         wait: Option<WaitFor>,
@@ -239,16 +244,19 @@ impl ReplicaSync {
                 others,
                 left_out,
                 promotable_at,
+                mixed,
             } => {
                 let required = self.required(promotable);
-                // Where others may acknowledge, which replicas did is read
-                // (`ROLE`), so that a stopped or lagging one that cannot be
-                // promoted holds up no write every promotable one has.
-                let by_replica = others > 0 && !promotable_at.is_empty();
+                // Where a replica that cannot be promoted is listed, which
+                // replicas acknowledged is read (`ROLE`): its acknowledgement
+                // must not stand in for a promotable one's (a priority-0
+                // replica the sentinels cannot reach still replicates), and
+                // a stopped or lagging one holds up no write every
+                // promotable one has.
+                let by_replica = mixed && !promotable_at.is_empty();
                 Plan::Wait {
                     required,
                     promotable,
-                    others,
                     left_out,
                     promotable_at,
                     // No replica could take over: nothing a failover could
@@ -291,21 +299,20 @@ impl ReplicaSync {
             Plan::Wait {
                 required,
                 promotable,
-                others,
                 left_out,
                 promotable_at,
                 generation,
+                wait,
                 ..
             } => {
                 let acks = acks.unwrap_or_default();
-                // Acknowledgements beyond the promotable replicas' may come
-                // from the others; only what is left surely came from
-                // promotable ones, unless each replica's was read.
-                let by_count = acks
-                    .count
-                    .saturating_sub(i64::from(others))
-                    .clamp(0, i64::from(promotable)) as u32;
-                let acked = by_count.max(among(&acks, &promotable_at));
+                // Read replica by replica where any other may have
+                // acknowledged; the count alone only where every replica
+                // listed is promotable.
+                let acked = match wait.is_some_and(|w| w.by_replica) {
+                    true => among(&acks, &promotable_at),
+                    false => acks.count.clamp(0, i64::from(promotable)) as u32,
+                };
                 match self.judged(acked, required, promotable, left_out) {
                     // The rule holds when the reply is read, not when the
                     // write was planned: a replica the view has since found

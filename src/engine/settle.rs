@@ -204,22 +204,29 @@ struct GiveUp {
 }
 
 /// Runs a give-up after anything of that owner still settling (it takes the
-/// owner's `ops` slot).
-async fn give_up(leave: GiveUp) {
+/// owner's `ops` slot, unless `taken` says it holds it already).
+async fn give_up(leave: GiveUp, taken: Option<Arc<Hold>>) {
     let GiveUp {
         lock,
         owner,
         script,
     } = leave;
-    let hold = lock.engine.holds.entry(lock.kind, &lock.name, owner);
-    let Ok(slot) = hold.ops.acquire().await else {
-        return;
+    let hold = match taken {
+        Some(hold) => hold,
+        None => {
+            let hold = lock.engine.holds.entry(lock.kind, &lock.name, owner);
+            let Ok(slot) = hold.ops.acquire().await else {
+                return;
+            };
+            slot.forget();
+            hold
+        }
     };
     if let Err(e) = lock.engine.write(|| script.clone()).await {
         tracing::warn!(lock = %lock.name, error = %e, "giving up a wait left a trace; it expires with its deadline");
     }
     lock.engine.holds.retire_if_done(&hold);
-    drop(slot);
+    hold.ops.add_permits(1);
 }
 
 /// Gives up a wait when dropped while armed: a waiter that stops waiting
@@ -241,8 +248,32 @@ impl GiveUpOnDrop {
     /// Gives up now.
     pub(crate) async fn now(mut self) {
         if let Some(leave) = self.0.take() {
-            give_up(leave).await;
+            give_up(leave, None).await;
         }
+    }
+
+    /// Gives up in the background: the caller's deadline has passed, and
+    /// the give-up (its script, its `WAIT`, the wait for the owner's slot)
+    /// is not the caller's to wait for. The owner's slot is taken now when
+    /// it is free, so an acquisition the caller starts next on the same
+    /// lock runs after the give-up (which would otherwise remove the queue
+    /// place it just took); when something still settles, as when dropped.
+    pub(crate) fn in_background(mut self) {
+        let Some(leave) = self.0.take() else {
+            return;
+        };
+        let hold = leave
+            .lock
+            .engine
+            .holds
+            .entry(leave.lock.kind, &leave.lock.name, leave.owner);
+        let free = hold.ops.try_acquire().map(|slot| slot.forget()).is_ok();
+        let taken = free.then_some(hold);
+        let busy = leave.lock.engine.lifecycle.track();
+        tokio::spawn(async move {
+            give_up(leave, taken).await;
+            drop(busy);
+        });
     }
 
     /// The wait ended with the lock: nothing to give up.
@@ -261,7 +292,7 @@ impl Drop for GiveUpOnDrop {
         };
         let busy = leave.lock.engine.lifecycle.track();
         runtime.spawn(async move {
-            give_up(leave).await;
+            give_up(leave, None).await;
             drop(busy);
         });
     }

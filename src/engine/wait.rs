@@ -150,6 +150,10 @@ impl Waiter<'_> {
                 _ = view_changed => {}
                 _ = until_set(closing.clone()) => return Err(Error::Shutdown),
             }
+            // No attempt starts past the caller's deadline.
+            if time_left(self.deadline).is_none() {
+                return Ok(None);
+            }
         }
     }
 }
@@ -273,6 +277,7 @@ async fn acquire_traced(
         polling: polls.then(|| lock.backoff().start()),
         backoff: FIRST_BACKOFF,
         tried: false,
+        first: true,
         no_primary_since: None,
         unconfirmed: 0,
         last_short: None,
@@ -291,6 +296,12 @@ async fn acquire_traced(
         Ok(Some(granted)) => {
             give_up.disarm();
             Ok(Some(granted))
+        }
+        // Past the caller's deadline, the give-up is not the caller's to
+        // wait for (the owner's slot, a script, its `WAIT`).
+        other if deadline.is_some() => {
+            give_up.in_background();
+            other
         }
         other => {
             give_up.now().await;
@@ -313,6 +324,8 @@ struct LockAttempts<'a> {
     backoff: Duration,
     /// Whether the first attempt (before joining the channel) was made.
     tried: bool,
+    /// No attempt was started yet.
+    first: bool,
     /// Since when attempts have found no primary to write to.
     no_primary_since: Option<Instant>,
     /// Attempts in a row the replicas did not confirm.
@@ -334,7 +347,12 @@ impl Attempts for LockAttempts<'_> {
             self.watchdog,
             self.deadline,
         );
-        let until = attempt_until(&self.lock.engine, self.deadline);
+        // The first attempt gets its normal time whatever the deadline;
+        // every later one ends at the deadline.
+        let until = match std::mem::replace(&mut self.first, false) {
+            true => attempt_until(&self.lock.engine, self.deadline),
+            false => self.deadline,
+        };
         let Some(attempt) = bounded(until, attempt).await else {
             // Past the caller's deadline: what the attempt left is settled
             // in the background (as when its caller drops it).

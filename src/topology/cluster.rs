@@ -64,6 +64,10 @@ pub(crate) struct PrimaryReplicas {
     pub(crate) left_out: u32,
     /// The promotable replicas' addresses.
     pub(crate) promotable_at: Arc<[String]>,
+    /// A replica is listed that cannot be promoted now, whatever the
+    /// reason: it may acknowledge a `WAIT` all the same (see
+    /// [`crate::topology::Requirement::Replicas`]).
+    pub(crate) mixed: bool,
 }
 
 /// Which primary serves which slots: ranges sorted by their first slot,
@@ -601,6 +605,7 @@ fn primaries_in(
                 }
                 standing => standing,
             };
+            replicas.mixed |= standing != Standing::Promotable;
             match standing {
                 Standing::Promotable => promotable_at.push(replica.address.clone()),
                 Standing::LeftOut => replicas.left_out += 1,
@@ -650,6 +655,7 @@ r4 127.0.0.1:7006@17006 slave,fail? a1 0 0 1 disconnected
                 others: 0,
                 left_out: 1,
                 promotable_at: ["127.0.0.1:7003".to_string(), "127.0.0.1:7006".to_string()].into(),
+                mixed: true,
             }
         );
         assert_eq!(
@@ -659,6 +665,7 @@ r4 127.0.0.1:7006@17006 slave,fail? a1 0 0 1 disconnected
                 others: 1,
                 left_out: 0,
                 promotable_at: [].into(),
+                mixed: true,
             }
         );
     }

@@ -58,6 +58,12 @@ pub(crate) enum Requirement {
         /// The promotable replicas' addresses (`ip:port`, as the primary's
         /// `ROLE` names them), to tell their acknowledgements apart.
         promotable_at: Arc<[String]>,
+        /// A replica is listed that cannot be promoted now, for any reason
+        /// (priority 0, `nofailover`, down, too old): whatever the view
+        /// says of it, it may still be replicating (the sentinels may be
+        /// the ones cut off from it), so a `WAIT`'s count may include its
+        /// acknowledgement, and only a replica-by-replica read tells.
+        mixed: bool,
     },
     /// No write counts as confirmed now: a failover is under way, or the
     /// primary is not known yet. Why, for logs.
@@ -297,6 +303,7 @@ impl Topology {
                         others: view.others,
                         left_out: view.left_out,
                         promotable_at: view.promotable_at,
+                        mixed: view.mixed,
                     },
                 }
             }
@@ -316,6 +323,7 @@ impl Topology {
                         others: r.others,
                         left_out: r.left_out,
                         promotable_at: r.promotable_at,
+                        mixed: r.mixed,
                     },
                     // The view has another owner for the slot: the
                     // connection's map is behind.

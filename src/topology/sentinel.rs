@@ -146,6 +146,9 @@ pub(crate) struct SentinelView {
     pub(crate) left_out: u32,
     /// The promotable replicas' addresses.
     pub(crate) promotable_at: Arc<[String]>,
+    /// A replica is listed that cannot be promoted now (see
+    /// [`crate::topology::Requirement::Replicas`]).
+    pub(crate) mixed: bool,
 }
 
 /// One sentinel of the deployment: listed in the address, or named by one.
@@ -958,6 +961,7 @@ fn judge(known: &[Known], previous: Option<Address>, timeout: Duration) -> Senti
         others,
         left_out,
         promotable_at: promotable_at.into(),
+        mixed: standings.values().any(|s| *s != Standing::Promotable),
     }
 }
 

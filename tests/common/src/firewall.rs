@@ -92,7 +92,10 @@ impl Firewall {
     /// The firewall, or why there is none (not root, no iptables). In CI a
     /// missing firewall is a failure, not a skip.
     pub fn open() -> Result<Firewall, String> {
-        let chain = format!("rl-partition-{}", std::process::id());
+        // One chain per firewall: the tests of one binary run at once.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let chain = format!("rl-cut-{}-{n}", std::process::id());
         let firewall = Firewall { chain };
         let made = iptables(&["-N", &firewall.chain])
             .and_then(|_| iptables(&["-I", "INPUT", "-j", &firewall.chain]));

@@ -860,15 +860,22 @@ impl Sentinel {
     /// client reaches them there (`url`); the test's own helpers still reach
     /// every server on 127.0.0.1, across any cut.
     pub async fn start_on_own_addresses() -> Self {
+        Self::start_on_own_addresses_shaped([&[], &[]]).await
+    }
+
+    /// As `start_on_own_addresses`, each replica with flags of its own too
+    /// (a `replica-priority 0` one, say).
+    pub async fn start_on_own_addresses_shaped(per_replica: [&[&str]; 2]) -> Self {
         let addresses = Addresses::new();
         let dir = Scratch::new("sentinel");
         let primary =
             RedisServer::start_with(&as_strs(&firewall::data_node_flags(&addresses.host(2)))).await;
         let mut replicas = Vec::new();
-        for n in [3, 4] {
+        for (n, own) in [3, 4].into_iter().zip(per_replica) {
             let port = primary.port.to_string();
             let mut flags = vec!["--replicaof".to_string(), addresses.host(2), port];
             flags.extend(firewall::data_node_flags(&addresses.host(n)));
+            flags.extend(own.iter().map(|f| f.to_string()));
             replicas.push(RedisServer::start_with(&as_strs(&flags)).await);
         }
         let sentinels = start_sentinels_at(&dir, primary.port, "", Some(&addresses)).await;

@@ -749,16 +749,16 @@ async fn confirmed_by_the_replica(lock: &redisson_lock::RLock) -> redisson_lock:
     .await
 }
 
-/// Issue 37 item 6: a replica whose replication is broken (its `AUTH`
-/// refused) while its bus is fine is never flagged by the cluster, and the
-/// cluster stops promoting it once its data is older than its validity
-/// limit. Its shard's writes stop waiting for it then, and wait for it
-/// again once its link is back. Before, the shard refused every lock for
-/// as long as the link stayed broken.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_replica_too_old_to_be_promoted_holds_no_write_up() {
+/// A cluster whose shard of `name` has its one replica too old to be
+/// promoted: its replication refused (an ACL switched off) past its own
+/// validity limit, while its bus is fine. Checks on the way that writes are
+/// refused while it may still be promoted, and confirmed without it once it
+/// is too old. Returns the cluster, a client (`slavesSyncTimeout` 200 ms),
+/// its lock of `name`, the primary and the replica.
+async fn with_a_too_old_replica(
+    name: &str,
+) -> (Cluster, RedissonClient, redisson_lock::RLock, u16, u16) {
     let cluster = Cluster::start().await;
-    let name = "archive";
     let primary = cluster.owner_of(naming::slot(name)).await;
     let replica = cluster.replica_of(primary).await;
     // The replica's own limit: past the 1 s node timeout, 1 s (ping
@@ -862,6 +862,18 @@ async fn a_replica_too_old_to_be_promoted_holds_no_write_up() {
     tracing::info!(refused, "refusals before the replica was judged too old");
     assert!(has_age_probe(replica).await, "the replica is asked again");
     guard.unlock().await.unwrap();
+    (cluster, client, lock, primary, replica)
+}
+
+/// Issue 37 item 6: a replica whose replication is broken (its `AUTH`
+/// refused) while its bus is fine is never flagged by the cluster, and the
+/// cluster stops promoting it once its data is older than its validity
+/// limit. Its shard's writes stop waiting for it then, and wait for it
+/// again once its link is back. Before, the shard refused every lock for
+/// as long as the link stayed broken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_too_old_to_be_promoted_holds_no_write_up() {
+    let (_cluster, client, lock, primary, replica) = with_a_too_old_replica("archive").await;
 
     // Its link back (the sync brings it every write it missed), it counts
     // again, and its connection is closed.
@@ -882,6 +894,48 @@ async fn a_replica_too_old_to_be_promoted_holds_no_write_up() {
         !has_age_probe(replica).await
     })
     .await;
+    client.shutdown().await;
+}
+
+/// Issue 49 item 4: a "too old" verdict is asked again on a new connection
+/// when asking it fails. The probe's connection has no reconnect policy;
+/// a failing one used to be kept and asked again forever, so a replica
+/// whose probe connection was killed (or that restarted on its address)
+/// stayed "too old" after its link was back, and its shard's writes went
+/// on with no `WAIT` while a failover could promote it without them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_too_old_verdict_is_asked_again_on_a_new_connection() {
+    let (_cluster, client, lock, primary, replica) = with_a_too_old_replica("ledger-old").await;
+    // The probe's connection killed on the replica's side.
+    let clients = on_node(replica, "CLIENT", vec!["LIST"])
+        .await
+        .as_string()
+        .unwrap_or_default();
+    let probe = clients
+        .lines()
+        .find(|l| l.contains(":replica-age"))
+        .and_then(|l| {
+            l.split_whitespace()
+                .next()?
+                .strip_prefix("id=")
+                .map(str::to_string)
+        })
+        .expect("the replica's probe connection");
+    on_node(replica, "CLIENT", vec!["KILL", "ID", &probe]).await;
+    // Its link back, it counts again: the shard's writes wait for it.
+    on_node(primary, "ACL", vec!["SETUSER", "replication", "on"]).await;
+    until("the replica's link up", || async {
+        replication_field(replica, "master_link_status")
+            .await
+            .as_deref()
+            == Some("up")
+    })
+    .await;
+    confirmed_by_the_replica(&lock)
+        .await
+        .unlock()
+        .await
+        .unwrap();
     client.shutdown().await;
 }
 

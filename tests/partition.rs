@@ -180,6 +180,15 @@ async fn a_client_cut_off_with_the_old_primary_confirms_nothing_the_majority_ove
         .filter(|g| g.at >= promoted && !g.at_risk)
         .map(|g| format!("{} at +{} ms", g.name, since_cut(g.at)))
         .collect::<Vec<_>>();
+    // One line per episode, for scripts/partition-episodes.sh.
+    eprintln!(
+        "episode cell=minority-side promoted_ms={} grants={} refused={refused} confirmed_after={} lost_confirmed_after={} lost_before={lost_before} told_at_risk_ms={}",
+        since_cut(promoted),
+        grants.len(),
+        confirmed_after.len(),
+        lost_confirmed_after.len(),
+        told_at_risk.map_or(-1, |t| since_cut(t) as i64),
+    );
     assert!(
         confirmed_after.is_empty(),
         "{} grants called held and not at risk after R1 was promoted (+{} ms), the first {:?}; {} of them lost, the first {:?}",
@@ -349,6 +358,12 @@ async fn a_primary_that_resumes_mid_failover_confirms_nothing() {
             lost.push(name.clone());
         }
     }
+    eprintln!(
+        "episode cell=resumed-mid-failover stalled=20 granted={} refused={} lost_confirmed={}",
+        grants.len(),
+        refused.len(),
+        lost.len()
+    );
     assert!(
         lost.is_empty(),
         "grants called held and not at risk that the failover lost: {lost:?}"
@@ -424,7 +439,7 @@ async fn an_acknowledgement_of_a_replica_that_cannot_be_promoted_confirms_nothin
     })
     .await;
     eprintln!(
-        "{tries} tries, {refused} refused, {} called held without R1",
+        "episode cell=unpromotable-ack tries={tries} refused={refused} confirmed_without_promotable={}",
         confirmed_without_r1.len()
     );
     assert!(

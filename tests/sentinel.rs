@@ -737,6 +737,55 @@ async fn one_address_finds_and_follows_every_sentinel() {
     within("shutdown", client.shutdown()).await;
 }
 
+/// Issue 49 item 7: sentinels addressed by pod IP leave their addresses
+/// behind at every rollout, and the client finds each new one through the
+/// one address it was given (here the first sentinel, which stays, as a
+/// Service's address does). The sentinels the client asked only grew, up
+/// to 16: after a few rollouts the new ones were skipped, and with only the
+/// listed one answering every acquisition was refused on a healthy
+/// deployment. A sentinel that has failed every poll for a while, and that
+/// no answering sentinel names, is forgotten and its place reused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_rollouts_leave_no_dead_member_behind() {
+    let mut sentinel = Sentinel::start().await;
+    let client = within(
+        "connect through one sentinel",
+        RedissonClient::connect(config(&sentinel.url_of_first(), Duration::from_secs(2))),
+    )
+    .await
+    .expect("connect");
+    let asked_by_the_client = |port: u16| async move {
+        common::topology::on_node(port, "CLIENT", vec!["LIST"])
+            .await
+            .as_string()
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.contains("name=redisson-lock:") && l.contains(":sentinel"))
+    };
+    let mut previous: Vec<u16> = sentinel.sentinels[1..].iter().map(|s| s.port).collect();
+    // Seven rollouts of two sentinels: 17 addresses in all.
+    for round in 0..7 {
+        let fresh = vec![sentinel.add_sentinel().await, sentinel.add_sentinel().await];
+        for &port in &fresh {
+            common::topology::until(
+                &format!("rollout {round}: the client asks the new sentinel on {port}"),
+                || asked_by_the_client(port),
+            )
+            .await;
+        }
+        let gone = std::mem::replace(&mut previous, fresh);
+        sentinel.remove_sentinels(&gone).await;
+    }
+    let guard = within(
+        "a lock after the rollouts",
+        client.lock("after-rollouts").unwrap().lock(),
+    )
+    .await
+    .expect("the view settled on the live sentinels");
+    guard.unlock().await.unwrap();
+    within("shutdown", client.shutdown()).await;
+}
+
 /// A poll asks a sentinel only what moves (`MASTER`, `REPLICAS`): its id
 /// and its peers are asked once per connection (again after a minute, or
 /// when it counts another number of peers), so each poll costs a sentinel

@@ -25,6 +25,12 @@ pub const EXIT_LOST: u8 = 76;
 /// input, configuration, connection, a refusal by Redis). Clap's usage
 /// errors exit 2 too.
 pub const EXIT_ERROR: u8 = 2;
+/// Exit status of `run` and `elect` when they fail themselves (bad input,
+/// no connection, a refusal by Redis): the command never ran. 2 is the
+/// most common status of a command of its own, so they keep 125 and up
+/// for their own failures, as GNU `timeout`, `env`, `nice` and `chroot` do
+/// (126 and 127: the command could not be run, or was not found).
+pub const EXIT_RUN_ERROR: u8 = 125;
 
 #[derive(Parser)]
 #[command(
@@ -277,7 +283,15 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let matches = match <Cli as clap::CommandFactory>::command().try_get_matches() {
+        Ok(matches) => matches,
+        // `run` and `elect` with bad input: their command never ran.
+        Err(e) if e.use_stderr() && runs_a_command() => {
+            let _ = e.print();
+            return ExitCode::from(EXIT_RUN_ERROR);
+        }
+        Err(e) => e.exit(),
+    };
     let mut cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
@@ -344,9 +358,23 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(message) => {
             eprintln!("redisson-lock: {message}");
-            // Errors apart from findings, as grep keeps 1 for "no match":
-            // 1 is what a command found (harm, a failure, held, set).
-            ExitCode::from(EXIT_ERROR)
+            match cli.command {
+                Command::Run(_) | Command::Elect(_) => ExitCode::from(EXIT_RUN_ERROR),
+                // Errors apart from findings, as grep keeps 1 for "no
+                // match": 1 is what a command found (harm, a failure, held,
+                // set).
+                _ => ExitCode::from(EXIT_ERROR),
+            }
         }
     }
+}
+
+/// Whether the command line names `run` or `elect` (before the command's
+/// own arguments), for a usage error clap found before any subcommand was
+/// parsed.
+fn runs_a_command() -> bool {
+    std::env::args()
+        .skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| a == "run" || a == "elect")
 }

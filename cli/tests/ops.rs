@@ -846,7 +846,7 @@ async fn run_holds_every_kind_of_lock() {
     }
     // Kinds exclude each other.
     let out = run(&url, &["run", "--fair", "--fenced", "x", "--", "true"]).await;
-    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert_eq!(out.code, 125, "{}", out.stderr);
     rust.shutdown().await;
 }
 
@@ -917,7 +917,7 @@ async fn run_holds_permits_and_renews_expirable_leases() {
         ],
     )
     .await;
-    assert_eq!(out.code, 2);
+    assert_eq!(out.code, 125);
     assert!(
         out.stderr.contains("--expirable-semaphore"),
         "{}",
@@ -1017,7 +1017,8 @@ async fn errors_are_one_line_and_say_what_went_wrong() {
         vec!["run", "--semaphore", "1", "x", "--", "true"],
     ] {
         let out = run(&url, &args).await;
-        assert_eq!(out.code, 2, "{args:?}");
+        let code = if args[0] == "run" { 125 } else { 2 };
+        assert_eq!(out.code, code, "{args:?}");
         assert_eq!(out.stderr.lines().count(), 1, "{args:?}: {}", out.stderr);
         assert!(out.stderr.contains("cannot connect"), "{}", out.stderr);
     }
@@ -1027,7 +1028,7 @@ async fn errors_are_one_line_and_say_what_went_wrong() {
         (vec!["inspect", ""], 2, "object name is empty"),
         (
             vec!["run", "--expirable-semaphore", "0", "x", "--", "true"],
-            2,
+            125,
             "permits must be between 1 and",
         ),
         (vec!["top"], 2, "top needs a terminal"),

@@ -330,16 +330,23 @@ impl ReplicaSync {
                     // announced meanwhile, or the sentinels out of reach,
                     // and the replica that acknowledged may be about to
                     // resync from a new primary without it.
-                    confirmed if self.topology.generation() != generation => self
-                        .judged_now(acked, &acks, redis, slot)
-                        .unwrap_or_else(|| Synced::Short {
-                            acked,
-                            required,
-                            promotable,
-                            unsettled: Some(self.unsettled_now(redis, slot).unwrap_or_else(
-                                || format!("the deployment's view changed while the write waited ({confirmed:?})"),
-                            )),
-                        }),
+                    // (Short so, the replicas did not fall short: the view
+                    // is not asked to read them again.)
+                    confirmed if self.topology.generation() != generation => {
+                        match self.judged_now(acked, &acks, redis, slot) {
+                            Some(judged) => judged,
+                            None => {
+                                return Synced::Short {
+                                    acked,
+                                    required,
+                                    promotable,
+                                    unsettled: Some(self.unsettled_now(redis, slot).unwrap_or_else(
+                                        || format!("the deployment's view changed while the write waited ({confirmed:?})"),
+                                    )),
+                                }
+                            }
+                        }
+                    }
                     judged => judged,
                 }
             }

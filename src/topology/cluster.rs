@@ -380,11 +380,14 @@ impl ClusterWatch {
                     }
                 }
                 // Unknown: the verdict stands (a replica too old stays so
-                // until its link is back, which a sync brings); a failing
-                // connection is made again next time.
+                // until its link is back, which a sync brings), and the
+                // failing connection goes: the next recheck makes a new one
+                // (the probe has no reconnect policy, so a kept one that was
+                // killed, or whose replica restarted, failed for good and the
+                // verdict never changed).
                 Err(e) => {
-                    tracing::debug!(replica = %address, error = %e, "asking a replica its data age failed");
-                    state.too_old.contains(&address)
+                    tracing::debug!(replica = %address, error = %e, "asking a replica its data age failed; asked again on a new connection");
+                    false
                 }
             };
             match keep {

@@ -16,7 +16,10 @@
 //!   connection and then once a minute (sooner when it counts another
 //!   number of peers): a poll is `MASTER` and `REPLICAS`, two commands. One address in front of three sentinels (a
 //!   Kubernetes Service) would otherwise hear one sentinel, and miss a
-//!   failover another runs.
+//!   failover another runs. A sentinel found so that has failed every poll
+//!   for a while, and that no sentinel answering names any more (a pod of
+//!   an old rollout, `SENTINEL RESET` away), is forgotten and its place
+//!   reused: at most 16 are asked at once.
 //! * **A majority decides**, as in Sentinel itself: the primary is the one
 //!   named, at the newest configuration epoch, by a majority of the
 //!   deployment's sentinels (as many as they count themselves:
@@ -93,9 +96,19 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// again sooner when the sentinel counts a different number of them.
 const IDENTITY_TTL: Duration = Duration::from_secs(60);
 
-/// At most this many sentinels are asked and listened to: a deployment that
-/// lists more (gone sentinels never reset) costs a connection each.
+/// At most this many sentinels are asked and listened to at once: a
+/// deployment that lists more (gone sentinels never reset) costs a
+/// connection each.
 const MAX_MEMBERS: usize = 16;
+
+/// A sentinel found through another (not one the address lists) that has
+/// failed every poll for this long, and that no sentinel answering names,
+/// is forgotten: its place goes to sentinels found later. Sentinels
+/// addressed by pod IP leave three dead addresses behind each rollout.
+/// Short, because the rule that matters is the other one: the deployment
+/// names its sentinels until it is `SENTINEL RESET`, so a sentinel that is
+/// only out of the client's reach stays named, and is never forgotten.
+const FORGET_AFTER: Duration = Duration::from_secs(10);
 
 /// One sentinel's answer: what it says of the primary and its replicas.
 #[derive(Debug, Clone)]
@@ -192,6 +205,14 @@ struct Known {
     answer: Option<Answer>,
     /// The last poll failed: why, and when it may be tried again.
     failing: Option<(String, Instant)>,
+    /// Since when every poll has failed.
+    failing_since: Option<Instant>,
+    /// When its announcements could be heard again (its listener
+    /// reconnected): a poll asked before then that fails is stale.
+    heard_at: Option<Instant>,
+    /// Forgotten (see [`FORGET_AFTER`]): not asked, not counted, its place
+    /// free for a sentinel found later.
+    forgotten: bool,
     backoff: Duration,
     /// It has been logged as not answering (logged once per outage).
     warned: bool,
@@ -203,6 +224,8 @@ struct Known {
 /// A subscription to one sentinel: the client, fred's connection task, and
 /// the task that reads the announcements.
 struct Listener {
+    /// The member it listens to.
+    index: usize,
     subscriber: SubscriberClient,
     connection: fred::types::ConnectHandle,
     follower: tokio::task::JoinHandle<()>,
@@ -224,9 +247,11 @@ pub(crate) struct Sentinels {
     /// The client's fred settings (credentials, TLS), pointed at one sentinel at a time.
     base: FredConfig,
     /// The sentinels known: those the address lists, then those they name.
-    /// Only ever grows (an index names one sentinel for good); `known` has
-    /// an entry for each, pushed first.
+    /// An index names one sentinel until it is forgotten, when its place
+    /// may go to another; `known` has an entry for each, pushed first.
     members: parking_lot::RwLock<Vec<Member>>,
+    /// How many the address lists (the first ones): never forgotten.
+    listed: usize,
     service: String,
     timeout: Duration,
     /// The name its connections give themselves (`CLIENT SETNAME`), so an
@@ -268,6 +293,7 @@ impl Sentinels {
             base: base.clone(),
             known: Mutex::new(members.iter().map(|_| Known::default()).collect()),
             members: parking_lot::RwLock::new(members),
+            listed,
             service,
             timeout,
             connection_name,
@@ -336,21 +362,36 @@ impl Sentinels {
         self.members.read()[index].link.clone()
     }
 
-    /// Sentinels that `peers` names and that are not known yet are asked
-    /// now, and listened to if the client listens.
+    /// Sentinels that `peers` names and that are not known yet (or were
+    /// forgotten) are asked now, and listened to if the client listens; a
+    /// new one takes the place of a forgotten one.
     fn discover(self: &Arc<Self>, peers: &[Address]) {
         let added: Vec<usize> = {
             let mut known = self.known.lock();
             let mut members = self.members.write();
             let mut added = vec![];
             for peer in peers {
-                if members.len() >= MAX_MEMBERS || members.iter().any(|m| m.address == *peer) {
-                    continue;
-                }
+                let index = match members.iter().position(|m| m.address == *peer) {
+                    Some(i) if known[i].forgotten => i,
+                    Some(_) => continue,
+                    None if known.iter().filter(|k| !k.forgotten).count() >= MAX_MEMBERS => {
+                        continue
+                    }
+                    None => match known.iter().position(|k| k.forgotten) {
+                        Some(i) => {
+                            members[i] = Member::new(peer.clone());
+                            i
+                        }
+                        None => {
+                            known.push(Known::default());
+                            members.push(Member::new(peer.clone()));
+                            members.len() - 1
+                        }
+                    },
+                };
+                known[index] = Known::default();
                 tracing::info!(sentinel = %peer, "found a sentinel the address does not list; it is asked and listened to as well");
-                known.push(Known::default());
-                members.push(Member::new(peer.clone()));
-                added.push(members.len() - 1);
+                added.push(index);
             }
             added
         };
@@ -370,6 +411,7 @@ impl Sentinels {
             .iter()
             .map(|m| &m.address)
             .zip(known.iter())
+            .filter(|(_, k)| !k.forgotten)
             .map(|(host, k)| match (&k.answer, &k.failing) {
                 (_, Some((why, _))) => format!("{host}: {why}"),
                 (Some(a), None) => format!("{host}: names {} at epoch {}", a.primary, a.epoch),
@@ -391,7 +433,7 @@ impl Sentinels {
             .find(|&i| {
                 let k = &known[i];
                 let left_alone = matches!(&k.failing, Some((_, until)) if now < *until);
-                !k.polling && !left_alone
+                !k.polling && !left_alone && !k.forgotten
             })
             .unwrap_or(from % n)
     }
@@ -406,6 +448,7 @@ impl Sentinels {
             let mut known = self.known.lock();
             let k = &mut known[index];
             if k.polling
+                || k.forgotten
                 || k.failing
                     .as_ref()
                     .is_some_and(|(_, at)| Instant::now() < *at)
@@ -435,6 +478,16 @@ impl Sentinels {
         let identity = self.members.read()[index].identity.clone();
         let client = {
             let mut link = link.lock().await;
+            // A connection the sentinel closed (a restart) is made again at
+            // once: without a reconnect policy, a command on it would wait
+            // for the timeout, and the sentinel's vote with it.
+            if link.as_ref().is_some_and(|c| !c.is_connected()) {
+                if let Some(client) = link.take() {
+                    tokio::spawn(async move {
+                        let _ = client.quit().await;
+                    });
+                }
+            }
             match link.as_ref() {
                 Some(client) => client.clone(),
                 None => {
@@ -481,11 +534,16 @@ impl Sentinels {
     fn record(self: &Arc<Self>, index: usize, asked_at: Instant, answer: Result<Answer>) {
         let host = &self.address(index);
         let peers = answer.as_ref().map(|a| a.peers.clone()).unwrap_or_default();
+        let mut forgotten = false;
         {
             let mut known = self.known.lock();
             let k = &mut known[index];
             k.polling = false;
+            let stale = answer.is_err() && k.heard_at.is_some_and(|at| asked_at < at);
             match answer {
+                // Asked before the sentinel was heard again: a newer poll
+                // stands for it.
+                Err(_) if stale => {}
                 Ok(mut answer) => {
                     // It stands for what the sentinel knew when asked.
                     answer.at = asked_at;
@@ -499,20 +557,50 @@ impl Sentinels {
                     }
                     k.answer = Some(answer);
                     k.failing = None;
+                    k.failing_since = None;
                     k.backoff = Duration::ZERO;
                     k.warned = false;
                 }
                 Err(e) => {
                     k.backoff = (k.backoff * 2).clamp(Duration::from_millis(500), MAX_BACKOFF);
                     k.failing = Some((e.to_string(), Instant::now() + k.backoff));
+                    let since = *k.failing_since.get_or_insert_with(Instant::now);
                     if !std::mem::replace(&mut k.warned, true) {
                         tracing::warn!(sentinel = %host, error = %e, "a sentinel does not answer; ignored while a majority does");
+                    }
+                    if index >= self.listed
+                        && since.elapsed() >= FORGET_AFTER
+                        && !named_by_another(&known, index, host)
+                    {
+                        known[index] = Known {
+                            forgotten: true,
+                            ..Known::default()
+                        };
+                        forgotten = true;
                     }
                 }
             }
         }
+        if forgotten {
+            tracing::info!(sentinel = %host, "forgot a sentinel that has not answered for {FORGET_AFTER:?} and that no sentinel answering names");
+            self.stop_listening(index);
+            self.drop_link(index);
+        }
         self.publish();
         self.discover(&peers);
+    }
+
+    /// Stops listening to sentinel `index` (forgotten).
+    fn stop_listening(&self, index: usize) {
+        let stopped: Vec<Listener> = {
+            let mut listeners = self.listeners.lock();
+            let (stopped, kept) = listeners.drain(..).partition(|l| l.index == index);
+            *listeners = kept;
+            stopped
+        };
+        for listener in stopped {
+            tokio::spawn(listener.stop());
+        }
     }
 
     /// Recomputes the view from what every sentinel said, and publishes it
@@ -528,6 +616,9 @@ impl Sentinels {
             if changed {
                 if current.primary != view.primary {
                     tracing::info!(primary = ?view.primary.as_ref().map(ToString::to_string), "the sentinels name a new primary");
+                }
+                if current.settled != view.settled {
+                    tracing::debug!(unsettled = ?view.unsettled, "the sentinels' view changed");
                 }
                 *current = view;
             }
@@ -650,7 +741,11 @@ impl Sentinels {
     /// is subscribed to once it can.
     pub(crate) fn listen(self: &Arc<Self>) {
         self.listening.store(true, Ordering::Release);
-        for index in 0..self.count() {
+        let active: Vec<usize> = {
+            let known = self.known.lock();
+            (0..known.len()).filter(|&i| !known[i].forgotten).collect()
+        };
+        for index in active {
             self.listen_to(index);
         }
     }
@@ -690,10 +785,33 @@ impl Sentinels {
             self.connection_name.clone(),
         ));
         listeners.push(Listener {
+            index,
             subscriber,
             connection,
             follower,
         });
+    }
+
+    /// Sentinel `index`'s announcements can be heard again (its listener
+    /// reconnected): it is asked now, whatever its back-off, so that a
+    /// restarted sentinel votes again within a round trip, not after a
+    /// back-off of up to 10 s.
+    fn heard_again(self: &Arc<Self>, index: usize) {
+        {
+            let mut known = self.known.lock();
+            let k = &mut known[index];
+            if let Some((_, until)) = &mut k.failing {
+                *until = Instant::now();
+                k.backoff = Duration::ZERO;
+            }
+            // A poll in flight may hang on the connection the restart
+            // closed (no reconnect policy): a new one goes on a new
+            // connection, and the old one's failure is ignored.
+            k.heard_at = Some(Instant::now());
+            k.polling = false;
+        }
+        self.drop_link(index);
+        self.clone().spawn_poll(index);
     }
 
     /// A sentinel announced `event` for this service.
@@ -856,19 +974,30 @@ fn poll_tick(known: &[Known]) -> Duration {
     let Some(down_after_ms) = shortest else {
         return POLL_TICK;
     };
-    let majority = known.len() / 2 + 1;
+    let majority = known.iter().filter(|k| !k.forgotten).count() / 2 + 1;
     (vote_lasts(down_after_ms) / (majority as u32 + 1)).clamp(MIN_POLL_TICK, POLL_TICK)
+}
+
+/// Whether a sentinel answering, other than `index`, names `address` among
+/// its peers.
+fn named_by_another(known: &[Known], index: usize, address: &Address) -> bool {
+    known.iter().enumerate().any(|(i, k)| {
+        i != index
+            && k.failing.is_none()
+            && k.answer.as_ref().is_some_and(|a| a.peers.contains(address))
+    })
 }
 
 /// The view from what each sentinel last said.
 fn judge(known: &[Known], previous: Option<Address>, timeout: Duration) -> SentinelView {
     // A sentinel whose last poll failed has no vote: what it said before
     // may be what the other side of a partition has since overruled.
+    let members = known.iter().filter(|k| !k.forgotten).count();
     let mut fresh: Vec<&Answer> = known
         .iter()
-        .filter(|k| k.failing.is_none())
+        .filter(|k| k.failing.is_none() && !k.forgotten)
         .filter_map(|k| k.answer.as_ref())
-        .filter(|a| a.at.elapsed() < fresh_for(a, known.len(), timeout))
+        .filter(|a| a.at.elapsed() < fresh_for(a, members, timeout))
         .collect();
     // One vote per sentinel: an address that leads to a sentinel already
     // answering under another (a Service in front of them) counts once.
@@ -977,6 +1106,7 @@ async fn follow(
 ) {
     use tokio::sync::broadcast::error::RecvError;
     let mut warned = false;
+    let mut connected_before = false;
     loop {
         tokio::select! {
             connected = connections.recv() => match connected {
@@ -989,7 +1119,14 @@ async fn follow(
                         // What it announced while not subscribed is missed:
                         // every sentinel is asked now instead.
                         Ok(()) => match sentinels.upgrade() {
-                            Some(s) => s.refresh(),
+                            Some(s) => {
+                                // A reconnection: the sentinel was away
+                                // (restarted) and is back.
+                                if std::mem::replace(&mut connected_before, true) {
+                                    s.heard_again(index);
+                                }
+                                s.refresh();
+                            }
                             None => return,
                         },
                         Err(e) => {

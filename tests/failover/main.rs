@@ -148,6 +148,10 @@ async fn run(
             }
             if failed.is_none() && !settle(&workload, 30).await {
                 eprintln!("FAILED FAULT {fault:?}: the workload made no progress after it");
+                // A stall is a failed fault, not the end of the test.
+                if let Some(last) = done.last_mut() {
+                    last.failed = Some("the workload made no progress after it".into());
+                }
                 broken = true;
                 break 'faults;
             }
@@ -155,6 +159,18 @@ async fn run(
     }
     if broken {
         eprintln!("the rest of this deployment's faults were not run");
+        // Every scheduled fault has its row: one not reached is failed.
+        for &fault in faults {
+            if !done.iter().any(|e| e.fault == fault) {
+                done.push(Episode {
+                    fault,
+                    started_us: now_us(),
+                    healed_us: now_us(),
+                    failed_over: false,
+                    failed: Some("not run: an earlier fault left the deployment broken".into()),
+                });
+            }
+        }
     }
     let log = workload.stop().await;
     let sections = log.sections.lock().clone();
@@ -163,7 +179,6 @@ async fn run(
     faults
         .iter()
         .enumerate()
-        .filter(|(_, fault)| done.iter().any(|e| e.fault == **fault))
         .map(|(i, &fault)| {
             let mine: Vec<&Episode> = done.iter().filter(|e| e.fault == fault).collect();
             let from = mine[0].started_us;
@@ -437,11 +452,19 @@ async fn locks_stay_exclusive_or_signalled_through_failovers() {
     }
     print(&cells);
     for c in &cells {
+        // First: a fault that stalled the workload, or was never reached,
+        // fails the run with its own words.
+        assert!(
+            c.failed_faults.is_empty(),
+            "{} {:?}: {:?}",
+            c.deployment,
+            c.fault,
+            c.failed_faults
+        );
         assert!(c.sections > 0, "{c:?}");
         if c.deployment == "sentinel" {
             assert!(c.jvm_sections > 0, "{c:?}");
         }
-        assert!(c.failed_faults.is_empty(), "{:?}", c.failed_faults);
         // When both replicas were away, a lock taken meanwhile is lost with
         // the primary: no client can keep it, and its holder was told it
         // was at risk (issue 37 item 2). Every other fault: nothing lost

@@ -1113,6 +1113,59 @@ impl Sentinel {
             .unwrap()
     }
 
+    /// Starts one more sentinel (a pod of a rollout), watching the primary
+    /// with the others' settings; returns its port. The others find it
+    /// through their hellos.
+    pub async fn add_sentinel(&mut self) -> u16 {
+        let primary = self.primary_port().await;
+        let file = self
+            ._dir
+            .0
+            .join(format!("sentinel-added-{}.conf", self.sentinels.len()));
+        std::fs::write(
+            &file,
+            format!(
+                "sentinel monitor {SERVICE} 127.0.0.1 {primary} 2\n\
+                 sentinel down-after-milliseconds {SERVICE} 1000\n\
+                 sentinel failover-timeout {SERVICE} 5000\n\
+                 sentinel parallel-syncs {SERVICE} 2\n"
+            ),
+        )
+        .unwrap();
+        let added = RedisServer::start_on_free_port(Some(file), &["--sentinel"]).await;
+        let port = added.port;
+        self.sentinels.push(added);
+        port
+    }
+
+    /// Stops the sentinels on `ports` for good (pods of a rollout gone) and
+    /// has every other one forget them (`SENTINEL RESET`, as an operator
+    /// does after a rollout), until none counts them.
+    pub async fn remove_sentinels(&mut self, ports: &[u16]) {
+        for port in ports {
+            let index = self.sentinels.iter().position(|s| s.port == *port).unwrap();
+            let mut gone = self.sentinels.remove(index);
+            gone.kill().await;
+        }
+        self.on_sentinels(&["RESET", SERVICE]).await;
+        let others = (self.sentinels.len() - 1).to_string();
+        until(
+            "the sentinels count one another again, without the one gone",
+            || async {
+                for s in &self.sentinels {
+                    let Some(get) = master_fields(s.port).await else {
+                        return false;
+                    };
+                    if get("num-other-sentinels").as_deref() != Some(others.as_str()) {
+                        return false;
+                    }
+                }
+                true
+            },
+        )
+        .await;
+    }
+
     /// Runs `SENTINEL <args>` on the first sentinel.
     pub async fn on_sentinels_first(&self, args: &[&str]) {
         self.on_sentinel(0, args).await

@@ -80,6 +80,56 @@ async fn a_sentinel_quorum_of_one_in_three_fails() {
     client.shutdown().await;
 }
 
+/// Issue 49 item 10: a replica the sentinels mark down (`s_down`) is
+/// named, with the command that forgets it if it is gone for good: while
+/// it is listed, every lock of the primary is at risk. Once the sentinels
+/// are reset (one at a time) and find the live replica again, the finding
+/// is clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_marked_down_is_named_with_the_command_that_forgets_it() {
+    let mut deployment = Sentinel::start().await;
+    let client = RedissonClient::connect(common::config(&deployment.url(), WATCHDOG))
+        .await
+        .unwrap();
+    let gone = deployment.replicas[1].port;
+    deployment.replicas[1].kill().await;
+    deployment.await_replica_down(gone, true).await;
+    let report = within("audit", client.audit()).await.unwrap();
+    let f = report.rule("replicas-down").next().unwrap();
+    assert_eq!(f.severity, Severity::Warn, "{f:#?}");
+    assert_eq!(
+        f.evidence,
+        format!("marked down by the deployment: 127.0.0.1:{gone}")
+    );
+    assert!(f.fix.contains("SENTINEL RESET mymaster"), "{}", f.fix);
+    // A hold taken now is at risk, and the signal says so.
+    let guard = within("a lock", client.lock("while-listed").unwrap().lock())
+        .await
+        .unwrap();
+    assert!(
+        guard.is_at_risk(),
+        "a replica listed down leaves the hold at risk"
+    );
+    guard.unlock().await.unwrap();
+
+    for i in 0..deployment.sentinels.len() {
+        deployment.on_sentinel(i, &["RESET", SERVICE]).await;
+    }
+    let live = deployment.replicas[0].port;
+    common::topology::until("the sentinels list the live replica only", || async {
+        let report = client.audit().await.unwrap();
+        report
+            .rule("replicas-down")
+            .all(|f| f.severity == Severity::Ok)
+            && report
+                .rule("replicas")
+                .any(|f| f.evidence.starts_with("1 replica(s) known"))
+    })
+    .await;
+    let _ = live;
+    client.shutdown().await;
+}
+
 /// One sentinel address (a Kubernetes Service in front of three): the
 /// client finds the others through it (`SENTINEL SENTINELS`), and so does
 /// the audit. It judged the one it was given alone: "fewer than a

@@ -41,12 +41,46 @@ pub struct Args {
     #[arg(long)]
     foreground: bool,
     #[command(flatten)]
+    registry: RegistryArgs,
+    #[command(flatten)]
     kind: KindArgs,
     /// The command and its arguments. It runs with REDISSON_LOCK_NAME set,
     /// REDISSON_LOCK_TOKEN for --fenced, REDISSON_LOCK_PERMIT_IDS for
     /// --expirable-semaphore.
     #[arg(last = true, required = true)]
     command: Vec<String>,
+}
+
+/// How `run` names itself in the client registry (what `status`, `inspect`
+/// and `ls` show of a holder).
+#[derive(clap::Args, Default, Clone)]
+pub struct RegistryArgs {
+    /// A label for the registry entry, as KEY=VALUE (repeatable). The entry
+    /// holds only the command's name (`command=pg_dump`), never its
+    /// arguments, which anyone who can read the keyspace would see.
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
+    labels: Vec<(String, String)>,
+    /// Write no registry entry at all: holders show as unregistered.
+    #[arg(long)]
+    no_register: bool,
+}
+
+/// `KEY=VALUE`.
+fn parse_label(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
+        _ => Err(format!("`{text}` is not KEY=VALUE")),
+    }
+}
+
+/// The command's name for the registry: its file name, without its
+/// directory or arguments (which may hold a password: `pg_dump
+/// postgres://user:secret@db/x`).
+fn command_name(command: &[String]) -> String {
+    let first = command.first().map(String::as_str).unwrap_or_default();
+    std::path::Path::new(first)
+        .file_name()
+        .map_or_else(|| first.to_string(), |n| n.to_string_lossy().into_owned())
 }
 
 /// What `run` holds; a plain lock (Redisson's `getLock`) by default.
@@ -91,6 +125,8 @@ pub struct ElectArgs {
     /// Keep the command in this process group (see `run --foreground`).
     #[arg(long)]
     foreground: bool,
+    #[command(flatten)]
+    registry: RegistryArgs,
     /// The command the leader runs, with REDISSON_LOCK_NAME set.
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -105,6 +141,7 @@ impl From<&ElectArgs> for Args {
             lease: None,
             kill_after: elect.kill_after,
             foreground: elect.foreground,
+            registry: elect.registry.clone(),
             kind: KindArgs::default(),
             command: elect.command.clone(),
         }
@@ -250,12 +287,19 @@ pub async fn run(cli: &Cli, args: &Args) -> Result<u8, String> {
     if let (Some(_), Some(lease)) = (args.kind.expirable_semaphore, args.lease) {
         config.lock_watchdog_timeout = lease;
     }
-    // Named in the registry by the command it runs: `inspect` shows
-    // "redisson-lock run on host pid N" with `command=...`.
+    // Named in the registry by the command it runs, its name only:
+    // `inspect` shows "redisson-lock on host pid N (command=pg_dump)".
+    if args.registry.no_register {
+        config.registry.enabled = false;
+    }
     config
         .registry
         .labels
-        .insert("command".into(), args.command.join(" "));
+        .insert("command".into(), command_name(&args.command));
+    config
+        .registry
+        .labels
+        .extend(args.registry.labels.iter().cloned());
     let client = RedissonClient::connect(config)
         .await
         .map_err(|e| e.to_string())?;

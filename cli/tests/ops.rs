@@ -331,6 +331,61 @@ async fn a_jvm_holder_shows_in_ls_and_inspect() {
     rust.shutdown().await;
 }
 
+/// The registry entries on `raw`'s server, each as its fields and values.
+async fn registry_entries(raw: &Client) -> Vec<std::collections::HashMap<String, String>> {
+    let keys: Vec<String> = raw
+        .scan_page("0", "redisson_lock__client:*", Some(1000), None)
+        .await
+        .map(|(_, keys): (String, Vec<String>)| keys)
+        .unwrap();
+    let mut entries = vec![];
+    for key in keys {
+        entries.push(raw.hgetall(&key).await.unwrap());
+    }
+    entries
+}
+
+/// Issue 51 item 2: `run` names its command in the registry by its name
+/// only, never its arguments, which anyone who can read the keyspace sees
+/// (`inspect`, `status`, `ls --json`): a password in a connection string
+/// was published there. `--label` adds labels; `--no-register` writes no
+/// entry.
+#[tokio::test]
+async fn run_registers_the_command_name_never_its_arguments() {
+    let server = RedisServer::start().await;
+    let url = server.url();
+    let raw = server.raw().await;
+    let (mut child, _lines) = start_run(
+        &url,
+        &["--label", "team=billing", "dump"],
+        "echo ready; read line; : postgres://app:hunter2@db/ledger",
+    )
+    .await;
+    let entries = registry_entries(&raw).await;
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert!(
+        entries[0].values().all(|v| !v.contains("hunter2")),
+        "{entries:?}"
+    );
+    let status = json(&url, &["status", "dump"]).await;
+    let id = status["holders"][0]["client_id"].as_str().unwrap();
+    let labels = &status["clients"][id]["labels"];
+    assert_eq!(
+        (&labels["command"], &labels["team"]),
+        (&Json::from("sh"), &Json::from("billing")),
+        "{status}"
+    );
+    assert_eq!(finish(&mut child).await, 0);
+
+    let (mut child, _lines) =
+        start_run(&url, &["--no-register", "unnamed"], "echo ready; read line").await;
+    assert_eq!(registry_entries(&raw).await.len(), 0);
+    assert_eq!(finish(&mut child).await, 0);
+    let out = run(&url, &["run", "--label", "nokey", "x", "--", "true"]).await;
+    assert_eq!(out.code, 125, "{}", out.stderr);
+    assert!(out.stderr.contains("is not KEY=VALUE"), "{}", out.stderr);
+}
+
 /// Who holds it: a `run` holder is named by the client registry (host, pid,
 /// the command it runs) in `status`, `inspect` and `ls`; its entry goes when
 /// it exits, and a crashed holder's expires with its TTL. A JVM holder shows
@@ -361,11 +416,12 @@ async fn holders_are_named_by_the_client_registry() {
         ),
         "{status}"
     );
-    assert_eq!(who["labels"]["command"], "sh -c echo ready; read line");
+    // The command's name only: its arguments may hold a secret.
+    assert_eq!(who["labels"]["command"], "sh");
     let text = run(&url, &["inspect", "payroll"]).await.stdout;
     assert!(
         text.contains(&format!(
-            "who: redisson-lock on {host} pid {pid} (command=sh -c"
+            "who: redisson-lock on {host} pid {pid} (command=sh)"
         )),
         "{text}"
     );

@@ -25,6 +25,12 @@ pub(crate) struct KnownReplica {
     pub(crate) addr: String,
     /// Marked failing or down by the deployment.
     pub(crate) down: bool,
+    /// Marked down by the deployment as a whole, as a replica that is gone
+    /// stays until it is forgotten: `s_down` (Sentinel), `fail` (the
+    /// cluster, a majority of its primaries; not one node's `fail?`).
+    pub(crate) gone: bool,
+    /// Its node id (cluster only), for `CLUSTER FORGET`.
+    pub(crate) id: Option<String>,
     /// `slave-priority` as the sentinels report it (Sentinel only).
     pub(crate) priority: Option<i64>,
 }
@@ -446,6 +452,8 @@ pub(crate) fn parse_cluster_nodes(nodes: &str, seed_host: Option<&str>) -> Vec<S
                 .map(|r| KnownReplica {
                     addr: r.addr.clone(),
                     down: failing(r),
+                    gone: r.flags.iter().any(|f| f == "fail"),
+                    id: Some(r.id.clone()),
                     priority: None,
                 })
                 .collect(),
@@ -577,6 +585,8 @@ fn sentinel_shard(sentinels: &[SentinelSeen]) -> Option<Shard> {
             Some(KnownReplica {
                 addr,
                 down,
+                gone: flags.split(',').any(|f| f == "s_down"),
+                id: None,
                 priority,
             })
         })

@@ -1,5 +1,5 @@
-//! Replication: `replicas`, `replica-quorum`, `min-replicas`,
-//! `wait-command`, `replica-priority`, `replication-lag`.
+//! Replication: `replicas`, `replicas-down`, `replica-quorum`,
+//! `min-replicas`, `wait-command`, `replica-priority`, `replication-lag`.
 
 use futures::future::join_all;
 
@@ -57,6 +57,7 @@ pub(crate) fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
         };
         out.push(finding);
     }
+    down(ctx, out);
     quorum(ctx, out);
     for shard in &ctx.seen.shards {
         let Some(node) = ctx.seen.node(&shard.primary) else {
@@ -89,6 +90,49 @@ pub(crate) fn check(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
     }
     for node in ctx.seen.primaries() {
         out.push(lag(ctx, node));
+    }
+}
+
+/// `replicas-down`: replicas the deployment as a whole marks down. Each
+/// puts every lock of its shard at risk: a failover could promote it once
+/// it is back, without the writes made while it was away, so no write is
+/// confirmed for good without it. A replica decommissioned without telling
+/// the deployment stays listed down for good (until `SENTINEL RESET` or
+/// `CLUSTER FORGET`), and every hold of its shard with it.
+fn down(ctx: &Ctx<'_>, out: &mut Vec<Finding>) {
+    for shard in &ctx.seen.shards {
+        let gone: Vec<_> = shard.replicas.iter().filter(|r| r.gone).collect();
+        let base = Finding::new("replicas-down", Severity::Ok, &shard.primary)
+            .fact("down", gone.len() as u64);
+        if gone.is_empty() {
+            out.push(base.evidence("no replica marked down").why(
+                "every replica listed can take part: holds are at risk only while one is away",
+            ));
+            continue;
+        }
+        let names: Vec<&str> = gone.iter().map(|r| r.addr.as_str()).collect();
+        let fix = match ctx.seen.kind {
+            DeploymentKind::Cluster => format!(
+                "if it is gone for good, forget it on every node within 60 s: {}",
+                gone.iter()
+                    .map(|r| format!("CLUSTER FORGET {}", r.id.as_deref().unwrap_or("<node id>")))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            _ => format!(
+                "if it is gone for good: SENTINEL RESET {} on every sentinel, one at a time (they find the live replicas again within 10 s)",
+                ctx.seen.service
+            ),
+        };
+        out.push(
+            Finding {
+                severity: Severity::Warn,
+                ..base
+            }
+            .evidence(format!("marked down by the deployment: {}", names.join(", ")))
+            .why("every lock of this primary is told at risk while a replica is marked down: a failover could promote it once back, without the writes made meanwhile")
+            .fix(fix),
+        );
     }
 }
 

@@ -45,6 +45,25 @@
 //! # Ok(()) }
 //! ```
 //!
+//! ## What is in it
+//!
+//! | Redisson | here |
+//! |---|---|
+//! | `getLock`, `getFairLock`, `getReadWriteLock`, `getFencedLock`, `getSpinLock` | [`RLock`], [`RFairLock`], [`RReadWriteLock`], [`RFencedLock`] (with [`FencedGuard::set_if_newest`] for the resource), [`RSpinLock`] |
+//! | `getMultiLock`, `getRedLock`, the non-reentrant locks, the group lock | [`RMultiLock`], [`RNonReentrantLock`], [`RNonReentrantFairLock`], [`RGroupLock`] |
+//! | `getSemaphore`, `getPermitExpirableSemaphore`, `getCountDownLatch` | [`RSemaphore`], [`RPermitExpirableSemaphore`], [`RCountDownLatch`] |
+//! | leader election on a lock | [`Election`]: campaign, [`Leadership`], observe the [`Leader`] |
+//! | synchronous code | the `blocking` module (feature `blocking`): the same objects on a runtime the client owns |
+//! | who holds what | [`inspect`]: a lock's holders, waiters and TTLs, typed; [`RedissonClient::scan_objects`] lists them |
+//! | is this deployment safe for locks | [`audit`]: eviction, persistence, replicas, sentinels, ACLs, clocks, latency |
+//!
+//! Every client writes a small entry about itself, `redisson_lock__client:<client-id>` (host,
+//! pid, service, labels; [`Registry`], on by default, renewed with the watchdog), so that
+//! [`inspect`] and the CLI name a holder ("billing on node-3, pid 4242"); a JVM service can
+//! write the same entry (the repository's `docs/interop.md`). The keys and commands a
+//! service needs, and the ACL rules that allow them, are in `docs/acl.md`; reading the
+//! registry needs `~redisson_lock__client:*` and `+hgetall`.
+//!
 //! ## Topologies
 //!
 //! The address decides the deployment: `redis://` (a single server),

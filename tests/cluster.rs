@@ -865,6 +865,20 @@ async fn with_a_too_old_replica(
     (cluster, client, lock, primary, replica)
 }
 
+/// Lets the too-old replica replicate again (see `with_a_too_old_replica`)
+/// and waits until a lock is confirmed by it.
+async fn link_back_and_confirmed(primary: u16, replica: u16, lock: &redisson_lock::RLock) {
+    on_node(primary, "ACL", vec!["SETUSER", "replication", "on"]).await;
+    until("the replica's link up", || async {
+        replication_field(replica, "master_link_status")
+            .await
+            .as_deref()
+            == Some("up")
+    })
+    .await;
+    confirmed_by_the_replica(lock).await.unlock().await.unwrap();
+}
+
 /// Issue 37 item 6: a replica whose replication is broken (its `AUTH`
 /// refused) while its bus is fine is never flagged by the cluster, and the
 /// cluster stops promoting it once its data is older than its validity
@@ -877,19 +891,7 @@ async fn a_replica_too_old_to_be_promoted_holds_no_write_up() {
 
     // Its link back (the sync brings it every write it missed), it counts
     // again, and its connection is closed.
-    on_node(primary, "ACL", vec!["SETUSER", "replication", "on"]).await;
-    until("the replica's link up", || async {
-        replication_field(replica, "master_link_status")
-            .await
-            .as_deref()
-            == Some("up")
-    })
-    .await;
-    confirmed_by_the_replica(&lock)
-        .await
-        .unlock()
-        .await
-        .unwrap();
+    link_back_and_confirmed(primary, replica, &lock).await;
     until("the replica's connection closed", || async {
         !has_age_probe(replica).await
     })
@@ -923,19 +925,7 @@ async fn a_too_old_verdict_is_asked_again_on_a_new_connection() {
         .expect("the replica's probe connection");
     on_node(replica, "CLIENT", vec!["KILL", "ID", &probe]).await;
     // Its link back, it counts again: the shard's writes wait for it.
-    on_node(primary, "ACL", vec!["SETUSER", "replication", "on"]).await;
-    until("the replica's link up", || async {
-        replication_field(replica, "master_link_status")
-            .await
-            .as_deref()
-            == Some("up")
-    })
-    .await;
-    confirmed_by_the_replica(&lock)
-        .await
-        .unlock()
-        .await
-        .unwrap();
+    link_back_and_confirmed(primary, replica, &lock).await;
     client.shutdown().await;
 }
 

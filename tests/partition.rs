@@ -37,6 +37,48 @@ async fn is_primary(port: u16) -> bool {
     matches!(role.ok().and_then(|r| r.first().and_then(|v| v.as_string())), Some(r) if r == "master")
 }
 
+/// A client of `sentinel` with a 2 s watchdog and `timeout` per command.
+async fn connect(sentinel: &Sentinel, timeout: Duration) -> RedissonClient {
+    let mut c = config(&sentinel.url(), Duration::from_secs(2));
+    c.timeout = timeout;
+    within("connect", RedissonClient::connect(c))
+        .await
+        .expect("connect through the sentinels")
+}
+
+/// Heals the partition and waits until the sentinels agree on `new` (the
+/// replica promoted while `old` was cut off or stalled) and both other
+/// data nodes replicate from it, so that what `new` lacks is lost for good.
+/// Returns a connection to `new`.
+async fn healed(firewall: &Firewall, sentinel: &Sentinel, old: u16, new: u16) -> Client {
+    firewall.heal();
+    assert_eq!(
+        sentinel.await_new_primary(old).await,
+        new,
+        "R1 was promoted"
+    );
+    let primary = node_client(new).await;
+    within(
+        "the other data nodes resynced from the new primary",
+        async {
+            loop {
+                let acked: i64 = primary
+                    .custom(
+                        CustomCommand::new_static("WAIT", ClusterHash::Random, true),
+                        vec![2, 1000],
+                    )
+                    .await
+                    .unwrap();
+                if acked == 2 {
+                    break;
+                }
+            }
+        },
+    )
+    .await;
+    primary
+}
+
 /// Sentinel: the client, the primary P, one replica R2 and one sentinel S1
 /// are cut off from the other replica R1 and the two other sentinels, which
 /// promote R1 (`down-after` 1 s). The client still reaches P, and R2 still
@@ -60,12 +102,7 @@ async fn a_client_cut_off_with_the_old_primary_confirms_nothing_the_majority_ove
         return;
     };
     let sentinel = Sentinel::start_on_own_addresses().await;
-    let client = within(
-        "connect",
-        RedissonClient::connect(config(&sentinel.url(), Duration::from_secs(2))),
-    )
-    .await
-    .expect("connect through the sentinels");
+    let client = connect(&sentinel, Duration::from_secs(1)).await;
     // A lock held through the cut (the watchdog renews it).
     let held = within("lock held", client.lock("partition-held").unwrap().lock())
         .await
@@ -140,25 +177,7 @@ async fn a_client_cut_off_with_the_old_primary_confirms_nothing_the_majority_ove
     );
 
     // Healed: P becomes R1's replica and loses what it took since the cut.
-    firewall.heal();
-    let new = sentinel.await_new_primary(p).await;
-    assert_eq!(new, r1, "R1 was promoted");
-    let primary = node_client(new).await;
-    within("the old primary resynced from the new one", async {
-        loop {
-            let acked: i64 = primary
-                .custom(
-                    CustomCommand::new_static("WAIT", ClusterHash::Random, true),
-                    vec![2, 1000],
-                )
-                .await
-                .unwrap();
-            if acked == 2 {
-                break;
-            }
-        }
-    })
-    .await;
+    let primary = healed(&firewall, &sentinel, p, r1).await;
     let mut lost_confirmed_after = vec![];
     let mut lost_before = 0;
     for g in &grants {
@@ -248,11 +267,7 @@ async fn a_primary_that_resumes_mid_failover_confirms_nothing() {
         Sentinel::start_on_own_addresses_shaped([&["--replica-priority", "50"], &[]]).await;
     // The stalled writes wait for P rather than time out: the stall is what
     // is measured, not the command timeout.
-    let mut c = config(&sentinel.url(), Duration::from_secs(2));
-    c.timeout = Duration::from_secs(8);
-    let client = within("connect", RedissonClient::connect(c))
-        .await
-        .expect("connect through the sentinels");
+    let client = connect(&sentinel, Duration::from_secs(8)).await;
     within("a confirmed lock before the stall", async {
         loop {
             if let Ok(Some(g)) = client
@@ -332,25 +347,7 @@ async fn a_primary_that_resumes_mid_failover_confirms_nothing() {
         );
     }
 
-    firewall.heal();
-    let new = sentinel.await_new_primary(p).await;
-    assert_eq!(new, r1, "R1 was promoted");
-    let primary = node_client(new).await;
-    within("P and R2 resynced from R1", async {
-        loop {
-            let acked: i64 = primary
-                .custom(
-                    CustomCommand::new_static("WAIT", ClusterHash::Random, true),
-                    vec![2, 1000],
-                )
-                .await
-                .unwrap();
-            if acked == 2 {
-                break;
-            }
-        }
-    })
-    .await;
+    let primary = healed(&firewall, &sentinel, p, r1).await;
     let mut lost = vec![];
     for (name, field, at_risk) in &grants {
         let kept: bool = primary.hexists(name, field).await.unwrap();
@@ -389,12 +386,7 @@ async fn an_acknowledgement_of_a_replica_that_cannot_be_promoted_confirms_nothin
     };
     let sentinel =
         Sentinel::start_on_own_addresses_shaped([&[], &["--replica-priority", "0"]]).await;
-    let client = within(
-        "connect",
-        RedissonClient::connect(config(&sentinel.url(), Duration::from_secs(2))),
-    )
-    .await
-    .expect("connect through the sentinels");
+    let client = connect(&sentinel, Duration::from_secs(1)).await;
     let (p, r1, r2) = (
         sentinel.primary.port,
         sentinel.replicas[0].port,

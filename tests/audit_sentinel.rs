@@ -102,15 +102,18 @@ async fn a_replica_marked_down_is_named_with_the_command_that_forgets_it() {
         format!("marked down by the deployment: 127.0.0.1:{gone}")
     );
     assert!(f.fix.contains("SENTINEL RESET mymaster"), "{}", f.fix);
-    // A hold taken now is at risk, and the signal says so.
-    let guard = within("a lock", client.lock("while-listed").unwrap().lock())
-        .await
-        .unwrap();
-    assert!(
-        guard.is_at_risk(),
-        "a replica listed down leaves the hold at risk"
-    );
-    guard.unlock().await.unwrap();
+    // A hold taken while it is listed is at risk (once the client's view
+    // has polled the sentinels that flag it).
+    common::topology::until(
+        "a hold taken while the replica is listed down is at risk",
+        || async {
+            let guard = client.lock("while-listed").unwrap().lock().await.unwrap();
+            let at_risk = guard.is_at_risk();
+            guard.unlock().await.unwrap();
+            at_risk
+        },
+    )
+    .await;
 
     for i in 0..deployment.sentinels.len() {
         deployment.on_sentinel(i, &["RESET", SERVICE]).await;

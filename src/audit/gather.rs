@@ -26,8 +26,9 @@ pub(crate) struct KnownReplica {
     /// Marked failing or down by the deployment.
     pub(crate) down: bool,
     /// Marked down by the deployment as a whole, as a replica that is gone
-    /// stays until it is forgotten: `s_down` (Sentinel), `fail` (the
-    /// cluster, a majority of its primaries; not one node's `fail?`).
+    /// stays until it is forgotten: `s_down` on every sentinel that names
+    /// the primary (Sentinel), `fail` (the cluster, a majority of its
+    /// primaries; not one node's `fail?`).
     pub(crate) gone: bool,
     /// Its node id (cluster only), for `CLUSTER FORGET`.
     pub(crate) id: Option<String>,
@@ -565,10 +566,28 @@ fn sentinel_shard(sentinels: &[SentinelSeen]) -> Option<Shard> {
         .into_iter()
         .max_by_key(|(addr, n)| (*n, std::cmp::Reverse(addr.clone())))?
         .0;
-    let answer = sentinels
+    let naming: Vec<&SentinelAnswer> = sentinels
         .iter()
         .filter_map(|s| s.answer.as_ref().ok())
-        .find(|a| a.primary().as_deref() == Some(primary.as_str()))?;
+        .filter(|a| a.primary().as_deref() == Some(primary.as_str()))
+        .collect();
+    let answer = *naming.first()?;
+    // `s_down` is each sentinel's own opinion (a replica is never
+    // `o_down`): gone only when every sentinel naming the primary says so,
+    // as the client takes a replica at the best any of them says.
+    let down_everywhere = |addr: &str| {
+        naming.iter().all(|a| {
+            a.replicas.iter().any(|r| {
+                r.get("ip")
+                    .zip(r.get("port"))
+                    .map(|(ip, port)| format!("{ip}:{port}"))
+                    .as_deref()
+                    == Some(addr)
+                    && r.get("flags")
+                        .is_some_and(|f| f.split(',').any(|f| f == "s_down"))
+            })
+        })
+    };
     let replicas = answer
         .replicas
         .iter()
@@ -583,9 +602,9 @@ fn sentinel_shard(sentinels: &[SentinelSeen]) -> Option<Shard> {
                 .or_else(|| r.get("replica-priority"))
                 .and_then(|p| p.parse().ok());
             Some(KnownReplica {
+                gone: down_everywhere(&addr),
                 addr,
                 down,
-                gone: flags.split(',').any(|f| f == "s_down"),
                 id: None,
                 priority,
             })

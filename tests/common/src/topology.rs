@@ -1310,7 +1310,7 @@ impl Sentinel {
 
 /// Each replica a sentinel lists: its port and its flags (`slave`, or with
 /// `s_down`, `disconnected`, ... added).
-async fn replica_flags(sentinel: u16) -> Vec<(u16, String)> {
+pub async fn replica_flags(sentinel: u16) -> Vec<(u16, String)> {
     let c = node_client(sentinel).await;
     let replicas: Vec<Vec<String>> = c
         .custom(

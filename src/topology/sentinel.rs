@@ -606,11 +606,13 @@ impl Sentinels {
     /// Recomputes the view from what every sentinel said, and publishes it
     /// if it changed.
     fn publish(&self) {
+        // Judged and sent under one lock: polls that answer at once must
+        // not send their views out of order (a view judged before the
+        // majority had answered, sent after one that named the primary,
+        // named none, and a connection made then failed).
+        let known = self.known.lock();
         let previous = self.view.borrow().primary.clone();
-        let view = {
-            let known = self.known.lock();
-            judge(&known, previous, self.timeout)
-        };
+        let view = judge(&known, previous, self.timeout);
         self.view.send_if_modified(|current| {
             let changed = *current != view;
             if changed {

@@ -3,9 +3,9 @@
 //!
 //! * **Asked one at a time, never waited on together.** Each sentinel has
 //!   its own connection, made and used under the command timeout; one poll
-//!   per second goes to the next sentinel in turn (a sentinel is asked every
-//!   `n` seconds; one left alone after failing gives its turn to the
-//!   others), and an event, or a write the replicas fell short of, asks
+//!   per second goes to the sentinel whose answer is oldest (a sentinel is
+//!   asked every `n` seconds; one hung or left alone after failing takes
+//!   no other's turn), and an event, or a write the replicas fell short of, asks
 //!   them all at once (at most twice a second). A sentinel that does not
 //!   answer (dead, hung, partitioned) is left alone for a while, doubling up
 //!   to 10 s, and logged once; nothing waits for it.
@@ -31,8 +31,8 @@
 //!   vote: cut off from the client, it may be on the side that promotes a
 //!   replica, which it cannot do sooner than `down-after` after the cut. A
 //!   client that reaches only a minority of the sentinels confirms nothing.
-//!   Polls come as often as that needs (a `down-after` of 1 s: a poll every
-//!   250 ms), once a second at most otherwise. The view is *settled*
+//!   Polls come as often as that needs (a `down-after` of 1 s and three
+//!   sentinels: a poll every 187 ms), once a second at most otherwise. The view is *settled*
 //!   when that majority agrees and none of it flags the primary
 //!   `o_down` or `failover_in_progress`, and no sentinel has announced a
 //!   failover it has not ended. A minority (one sentinel behind, one that
@@ -73,7 +73,7 @@ use crate::error::{Error, Result};
 use crate::topology::node;
 use crate::topology::promotion::{sentinel_standing, SentinelPrimary, SentinelReplica, Standing};
 
-/// One sentinel is polled per tick, in turn (sooner where the sentinels'
+/// One sentinel is polled per tick, the oldest answer first (sooner where the sentinels'
 /// `down-after` is short: [`poll_tick`]).
 const POLL_TICK: Duration = Duration::from_secs(1);
 
@@ -308,7 +308,7 @@ impl Sentinels {
         for index in 0..listed {
             sentinels.clone().spawn_poll(index);
         }
-        // Polling in turn from the start: a sentinel whose first answer was
+        // Polling from the start: a sentinel whose first answer was
         // an error (a restart, `LOADING`) is asked again within the limit.
         let poller = tokio::spawn(poll_in_turn(
             Arc::downgrade(&sentinels),
@@ -419,23 +419,6 @@ impl Sentinels {
             })
             .collect::<Vec<_>>()
             .join("; ")
-    }
-
-    /// The next sentinel in turn from `from` that may be polled now: those
-    /// left alone after failing give their turn to the others, so with one
-    /// sentinel hung the others' answers stay as fresh as with all three.
-    fn next_to_poll(&self, from: usize) -> usize {
-        let known = self.known.lock();
-        let n = self.count();
-        let now = Instant::now();
-        (0..n)
-            .map(|i| (from + i) % n)
-            .find(|&i| {
-                let k = &known[i];
-                let left_alone = matches!(&k.failing, Some((_, until)) if now < *until);
-                !k.polling && !left_alone && !k.forgotten
-            })
-            .unwrap_or(from % n)
     }
 
     /// Polls sentinel `index` in its own task, unless a poll of it is in
@@ -898,10 +881,9 @@ impl Drop for Sentinels {
     }
 }
 
-/// Polls one sentinel per tick, in turn, and every sentinel when asked
+/// Polls one sentinel per tick, the oldest answer first, and every sentinel when asked
 /// (rate-limited), until the client stops.
 async fn poll_in_turn(sentinels: std::sync::Weak<Sentinels>, refresh: Arc<Notify>) {
-    let mut next = 0;
     let mut last_forced: Option<Instant> = None;
     let mut period = POLL_TICK;
     let mut next_tick = Instant::now();
@@ -933,9 +915,10 @@ async fn poll_in_turn(sentinels: std::sync::Weak<Sentinels>, refresh: Arc<Notify
         } else {
             // Ages announcements and answers out even when nothing answers.
             s.publish();
-            let index = s.next_to_poll(next);
-            next = index + 1;
-            s.spawn_poll(index);
+            let next = next_to_poll(&s.known.lock(), Instant::now());
+            if let Some(index) = next {
+                s.spawn_poll(index);
+            }
         }
     }
 }
@@ -963,10 +946,34 @@ fn vote_lasts(down_after_ms: u64) -> Duration {
     Duration::from_millis(down_after_ms.saturating_mul(3) / 4)
 }
 
-/// How often one sentinel is polled, in turn, so that a majority's answers
-/// stay fresh between two polls of each: a second, sooner where the
-/// sentinels' `down-after` is short (a `down-after` of 1 s and three
-/// sentinels: every 250 ms).
+/// The sentinel to poll at `now`: the one whose answer is oldest (one that
+/// never answered first), among those not being polled, not left alone
+/// after failing and not forgotten.
+///
+/// Oldest first, not in turn: a poll that hangs takes one tick, never the
+/// turn of a sentinel that answers, so each of those is asked again within
+/// `n` ticks of its last poll whatever the others do. In turn, a hung
+/// sentinel's poll pushed the next one's a tick later, past its vote's end:
+/// the routine suite's frozen sentinel made the view unsettled for the few
+/// milliseconds until that answer came (a refusal in CI).
+fn next_to_poll(known: &[Known], now: Instant) -> Option<usize> {
+    known
+        .iter()
+        .enumerate()
+        .filter(|(_, k)| {
+            let left_alone = matches!(&k.failing, Some((_, until)) if now < *until);
+            !k.polling && !left_alone && !k.forgotten
+        })
+        .min_by_key(|(_, k)| k.answer.as_ref().map(|a| a.at))
+        .map(|(i, _)| i)
+}
+
+/// How often a sentinel is polled (the one [`next_to_poll`] picks): once a
+/// second, sooner where the sentinels' `down-after` is short. With `n`
+/// sentinels each is asked every `n` ticks, and `n + 1` ticks fit in a
+/// vote's life, so an answer is renewed a tick before it stops voting (a
+/// `down-after` of 1 s and three sentinels: a poll every 187 ms, each
+/// sentinel every 562 ms, 187 ms for the reply to come back).
 fn poll_tick(known: &[Known]) -> Duration {
     let shortest = known
         .iter()
@@ -976,8 +983,8 @@ fn poll_tick(known: &[Known]) -> Duration {
     let Some(down_after_ms) = shortest else {
         return POLL_TICK;
     };
-    let majority = known.iter().filter(|k| !k.forgotten).count() / 2 + 1;
-    (vote_lasts(down_after_ms) / (majority as u32 + 1)).clamp(MIN_POLL_TICK, POLL_TICK)
+    let members = known.iter().filter(|k| !k.forgotten).count();
+    (vote_lasts(down_after_ms) / (members as u32 + 1)).clamp(MIN_POLL_TICK, POLL_TICK)
 }
 
 /// Whether a sentinel answering, other than `index`, names `address` among
@@ -1391,9 +1398,70 @@ mod tests {
         assert!(!view.settled, "{view:?}");
         // The tick keeps a majority fresh between two polls of each.
         let three = [known(Some(short(0))), known(Some(short(0))), known(None)];
-        assert_eq!(poll_tick(&three), Duration::from_millis(250));
+        assert_eq!(poll_tick(&three), Duration::from_micros(187_500));
         let slow = [known(Some(answer(7000, 1, false, &r)))];
         assert_eq!(poll_tick(&slow), POLL_TICK);
+    }
+
+    /// The poll schedule, run on a simulated clock: three sentinels with a
+    /// `down-after` of 1 s, replies in 20 ms, and from 1 s on one of them
+    /// frozen (its polls time out after 1 s, then it is left alone, doubling).
+    /// At every millisecond a majority's answers still vote.
+    #[test]
+    fn a_frozen_sentinel_leaves_a_majority_of_fresh_answers_at_every_instant() {
+        const RTT: u64 = 20;
+        const FROZEN: usize = 2;
+        let r = [("127.0.0.1:7001", 100)];
+        let base = Instant::now();
+        let at = |ms: u64| base + Duration::from_millis(ms);
+        let answered = |ms: u64| {
+            let mut a = answer(7000, 1, false, &r);
+            a.rule.down_after_ms = 1_000;
+            a.at = at(ms);
+            a
+        };
+        let lasts = vote_lasts(1_000);
+        let mut known: Vec<Known> = (0..3).map(|_| known(Some(answered(0)))).collect();
+        // Per sentinel: when its poll in flight was asked, and ends.
+        let mut in_flight: Vec<Option<(u64, u64)>> = vec![None; 3];
+        let mut next_tick = 0;
+        let mut polls = [0; 3];
+        for now in 0..30_000u64 {
+            for (i, poll) in in_flight.iter_mut().enumerate() {
+                let Some((asked, ends)) = *poll else { continue };
+                if ends != now {
+                    continue;
+                }
+                *poll = None;
+                let k = &mut known[i];
+                k.polling = false;
+                if i == FROZEN && asked >= 1_000 {
+                    k.backoff = (k.backoff * 2).clamp(Duration::from_millis(500), MAX_BACKOFF);
+                    k.failing = Some(("timed out".into(), at(now) + k.backoff));
+                } else {
+                    k.answer = Some(answered(asked));
+                    k.failing = None;
+                }
+            }
+            if now == next_tick {
+                next_tick += poll_tick(&known).as_millis() as u64;
+                if let Some(i) = next_to_poll(&known, at(now)) {
+                    known[i].polling = true;
+                    polls[i] += 1;
+                    let hangs = i == FROZEN && now >= 1_000;
+                    in_flight[i] = Some((now, now + if hangs { 1_000 } else { RTT }));
+                }
+            }
+            let voting = known
+                .iter()
+                .filter(|k| k.failing.is_none())
+                .filter_map(|k| k.answer.as_ref())
+                .filter(|a| a.at + lasts > at(now))
+                .count();
+            assert!(voting >= 2, "{voting} of 3 answers vote at +{now} ms");
+        }
+        // The frozen one is still tried, backing off; the others carry it.
+        assert!(polls[FROZEN] >= 4 && polls[0] > 40 && polls[1] > 40, "{polls:?}");
     }
 
     #[test]

@@ -79,6 +79,11 @@ impl OwnerId {
     pub const fn get(self) -> u64 {
         self.0
     }
+
+    /// An id read from a lock's field (another holder's, of any range).
+    pub(crate) const fn read(id: u64) -> Self {
+        OwnerId(id)
+    }
 }
 
 impl fmt::Display for OwnerId {

@@ -211,6 +211,85 @@ async fn force_unlock_deletes_publishes_and_tells_local_holders() {
     drop(guard);
 }
 
+/// An operator's precondition: a lock is forced open only while the holder
+/// they inspected is still in it, checked inside the script, for every kind
+/// whose waiters or holders differ (lock, fair, write, read, spin).
+#[tokio::test]
+async fn force_unlock_if_held_by_removes_only_that_holders_lock() {
+    let server = RedisServer::start().await;
+    let raw = server.raw().await;
+    let holder = client(&server, Duration::from_secs(30)).await;
+    let operator = common::client(&server, Duration::from_secs(30)).await;
+    let mut events = Observer::new(&server, &["redisson_lock__channel:{forced-if}"], &[]).await;
+    let guard = holder.lock("forced-if").unwrap().lock().await.unwrap();
+    let lock = operator.lock("forced-if").unwrap();
+    let seen = lock.holders().await.unwrap();
+    assert_eq!(seen.len(), 1);
+    let (id, owner) = (seen[0].client_id.clone(), seen[0].owner.clone());
+
+    // Bad input: refused before anything is sent.
+    for (bad_id, bad_owner) in [("", owner.as_str()), (id.as_str(), "x"), ("a b", "1")] {
+        let refused = lock.force_unlock_if_held_by(bad_id, bad_owner).await;
+        assert!(
+            matches!(refused, Err(Error::InvalidArgument(_))),
+            "{refused:?}"
+        );
+    }
+    // Another holder (the one an operator saw before this one took it): kept.
+    assert!(!lock.force_unlock_if_held_by(&id, "1").await.unwrap());
+    assert!(!lock
+        .force_unlock_if_held_by(operator.id(), &owner)
+        .await
+        .unwrap());
+    assert_eq!(raw.exists::<i64, _>("forced-if").await.unwrap(), 1);
+    assert!(!guard.is_lost());
+    // The holder inspected: removed, and the waiters told.
+    assert!(lock.force_unlock_if_held_by(&id, &owner).await.unwrap());
+    assert_eq!(
+        events.next().await,
+        ("redisson_lock__channel:{forced-if}".into(), "0".into())
+    );
+    assert_eq!(raw.exists::<i64, _>("forced-if").await.unwrap(), 0);
+    assert!(!lock.force_unlock_if_held_by(&id, &owner).await.unwrap());
+    drop(guard);
+
+    // The other kinds: each refuses another holder and removes its own.
+    let fair = holder.fair_lock("fair-if").unwrap().lock().await.unwrap();
+    let rw_write = holder.read_write_lock("write-if").unwrap();
+    let write = rw_write.write().lock().await.unwrap();
+    let rw_read = holder.read_write_lock("read-if").unwrap();
+    let read = rw_read.read().lock().await.unwrap();
+    let spin = holder.spin_lock("spin-if").unwrap().lock().await.unwrap();
+    // One holder each: another owner of the same client is refused, the
+    // holder read is removed.
+    macro_rules! only_its_holder {
+        ($lock:expr, $name:expr) => {{
+            let lock = $lock;
+            let seen = lock.holders().await.unwrap();
+            assert_eq!(seen.len(), 1, $name);
+            let (id, owner) = (&seen[0].client_id, &seen[0].owner);
+            assert!(!lock.force_unlock_if_held_by(id, "1").await.unwrap(), $name);
+            assert_eq!(raw.exists::<i64, _>($name).await.unwrap(), 1, $name);
+            assert!(
+                lock.force_unlock_if_held_by(id, owner).await.unwrap(),
+                $name
+            );
+            assert_eq!(raw.exists::<i64, _>($name).await.unwrap(), 0, $name);
+        }};
+    }
+    only_its_holder!(operator.fair_lock("fair-if").unwrap(), "fair-if");
+    only_its_holder!(
+        operator.read_write_lock("write-if").unwrap().write(),
+        "write-if"
+    );
+    only_its_holder!(
+        operator.read_write_lock("read-if").unwrap().read(),
+        "read-if"
+    );
+    only_its_holder!(operator.spin_lock("spin-if").unwrap(), "spin-if");
+    drop((fair, write, read, spin));
+}
+
 #[tokio::test]
 async fn an_unlock_whose_caller_stops_waiting_is_finished_once() {
     let server = RedisServer::start().await;

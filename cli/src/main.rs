@@ -62,7 +62,7 @@ Examples:
 Exit status, in every subcommand:
   0         done
   1         what the command found: doctor harm, an audit failure, status --exit-code held,
-            latch set / semaphore set-permits already set
+            latch set / semaphore set-permits already set, force-unlock removed nothing
   2         an error: command line, configuration, argument, connection, a refusal by Redis
   75        run, latch wait: not acquired (or still closed) within --wait
   76        run: the lock or lease was lost while the command ran

@@ -42,10 +42,31 @@ pub struct ForceUnlockArgs {
     /// lock, one with a fair queue beside it a fair lock, any other a lock.
     #[arg(long, value_enum, default_value = "auto")]
     kind: LockKind,
-    /// Print JSON (`{"name": ..., "kind": ..., "removed": true}`) instead of
-    /// text.
+    /// Remove it only while this holder (`<client-id>:<owner>`, as `status`
+    /// shows it) still holds it, checked inside the script: a holder that
+    /// took the lock since you looked keeps it.
+    #[arg(long, value_name = "CLIENT-ID:OWNER", value_parser = parse_holder)]
+    if_holder: Option<(String, String)>,
+    /// Say what would be removed, and remove nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print JSON (`{"name": ..., "kind": ..., "removed": true}`, and the
+    /// holders with --dry-run) instead of text.
     #[arg(long)]
     json: bool,
+}
+
+/// `<client-id>:<owner>`: the owner after the last colon.
+fn parse_holder(text: &str) -> Result<(String, String), String> {
+    match text.rsplit_once(':') {
+        Some((client, owner)) if !client.is_empty() && owner.parse::<u64>().is_ok() => {
+            Ok((client.to_string(), owner.to_string()))
+        }
+        _ => Err(format!(
+            "`{text}` is not CLIENT-ID:OWNER (a holder as `status` shows it, such as \
+             4d6f...e2:57)"
+        )),
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -282,20 +303,67 @@ fn print(status: &Status) {
     }
 }
 
+/// Exits 0 when a lock was removed (or would be, with --dry-run), 1 when
+/// nothing was: the lock was free, or not held by --if-holder.
 pub async fn force_unlock(cli: &Cli, args: &ForceUnlockArgs) -> Result<u8, String> {
-    let client = connect(cli).await?;
+    let client = if args.dry_run {
+        connect_read_only(cli).await?
+    } else {
+        connect(cli).await?
+    };
     let outcome = force_unlock_kind(&client, args).await;
     client.shutdown().await;
-    let (kind, removed) = outcome?;
+    let Outcome {
+        kind,
+        removed,
+        holders,
+    } = outcome?;
+    let name = &args.name;
     if args.json {
-        let report = serde_json::json!({ "name": args.name, "kind": kind, "removed": removed });
+        let mut report = serde_json::json!({ "name": name, "kind": kind, "removed": removed });
+        if args.dry_run {
+            report["dry_run"] = true.into();
+            report["holders"] = serde_json::to_value(&holders).map_err(|e| e.to_string())?;
+        }
         println!("{report}");
-    } else if removed {
-        println!("{}: {kind} removed; waiters notified", args.name);
     } else {
-        println!("{}: no lock to remove", args.name);
+        let whose = match &args.if_holder {
+            Some((client, owner)) => format!(" by {client}:{owner}"),
+            None => String::new(),
+        };
+        match (removed, args.dry_run) {
+            (true, false) => println!("{name}: {kind} removed; waiters notified"),
+            (true, true) => println!(
+                "{name}: {kind} held by {}; would be removed (dry run)",
+                held_by(&holders)
+            ),
+            (false, true) if !holders.is_empty() => println!(
+                "{name}: {kind} held by {}, not{whose}; nothing would be removed (dry run)",
+                held_by(&holders)
+            ),
+            (false, _) if whose.is_empty() => println!("{name}: no lock to remove"),
+            (false, _) => println!("{name}: no lock held{whose}; nothing removed"),
+        }
     }
-    Ok(0)
+    Ok(if removed { 0 } else { 1 })
+}
+
+/// `client:owner (2 holds), ...`.
+fn held_by(holders: &[redisson_lock::Holder]) -> String {
+    holders
+        .iter()
+        .map(|h| format!("{}:{} ({} holds)", h.client_id, h.owner, h.hold_count))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What `force-unlock` did, or with --dry-run would do.
+struct Outcome {
+    kind: &'static str,
+    /// Removed, or with --dry-run, would be.
+    removed: bool,
+    /// With --dry-run, the holders read.
+    holders: Vec<redisson_lock::Holder>,
 }
 
 /// Force-unlocks `args.name` as the kind it is (or is said to be), with
@@ -303,7 +371,7 @@ pub async fn force_unlock(cli: &Cli, args: &ForceUnlockArgs) -> Result<u8, Strin
 async fn force_unlock_kind(
     client: &redisson_lock::RedissonClient,
     args: &ForceUnlockArgs,
-) -> Result<(&'static str, bool), String> {
+) -> Result<Outcome, String> {
     use redisson_lock::inspect::ObjectKind;
     let name = &args.name;
     let kind = match args.kind {
@@ -316,21 +384,61 @@ async fn force_unlock_kind(
     };
     Ok(match kind {
         LockKind::Fair => {
-            let lock = client.fair_lock(name).map_err(text)?;
-            ("fair lock", lock.force_unlock().await.map_err(text)?)
+            Outcome::of("fair lock", &client.fair_lock(name).map_err(text)?, args).await?
         }
         LockKind::ReadWrite => {
             let lock = client.read_write_lock(name).map_err(text)?;
-            let removed = match lock.mode().await.map_err(text)? {
-                Some(redisson_lock::RwMode::Read) => lock.read().force_unlock().await,
-                Some(redisson_lock::RwMode::Write) => lock.write().force_unlock().await,
-                None => Ok(false),
-            };
-            ("read-write lock", removed.map_err(text)?)
+            match lock.mode().await.map_err(text)? {
+                Some(redisson_lock::RwMode::Read) => {
+                    Outcome::of("read-write lock", &lock.read(), args).await?
+                }
+                Some(redisson_lock::RwMode::Write) => {
+                    Outcome::of("read-write lock", &lock.write(), args).await?
+                }
+                None => Outcome {
+                    kind: "read-write lock",
+                    removed: false,
+                    holders: vec![],
+                },
+            }
         }
         LockKind::Auto | LockKind::Lock => {
-            let lock = client.lock(name).map_err(text)?;
-            ("lock", lock.force_unlock().await.map_err(text)?)
+            Outcome::of("lock", &client.lock(name).map_err(text)?, args).await?
         }
     })
+}
+
+impl Outcome {
+    /// Removes `lock` (with --if-holder, only while that holder is in it),
+    /// or with --dry-run reads who holds it.
+    async fn of<K: redisson_lock::kind::Kind>(
+        kind: &'static str,
+        lock: &redisson_lock::Lock<K>,
+        args: &ForceUnlockArgs,
+    ) -> Result<Outcome, String> {
+        let only = args.if_holder.as_ref();
+        if args.dry_run {
+            let holders = lock.holders().await.map_err(text)?;
+            let removed = match only {
+                Some((client, owner)) => holders
+                    .iter()
+                    .any(|h| &h.client_id == client && &h.owner == owner),
+                None => !holders.is_empty(),
+            };
+            return Ok(Outcome {
+                kind,
+                removed,
+                holders,
+            });
+        }
+        let removed = match only {
+            Some((client, owner)) => lock.force_unlock_if_held_by(client, owner).await,
+            None => lock.force_unlock().await,
+        };
+        Ok(Outcome {
+            kind,
+            removed: removed.map_err(text)?,
+            holders: vec![],
+        })
+    }
 }

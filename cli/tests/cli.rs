@@ -473,6 +473,74 @@ async fn force_unlock_removes_and_notifies_but_refuses_other_types() {
     assert_eq!(value, "keep me");
 }
 
+/// `force-unlock --if-holder` removes a lock only while the holder the
+/// operator inspected still holds it (checked inside the script);
+/// `--dry-run` says what would go and removes nothing; nothing removed
+/// exits 1.
+#[tokio::test]
+async fn force_unlock_checks_the_holder_says_what_it_would_do_and_exits_1_on_nothing() {
+    let server = RedisServer::start().await;
+    let raw = server.raw().await;
+    let holder = client(&server, Duration::from_secs(30)).await;
+    let guard = holder.lock("ifh").unwrap().lock().await.unwrap();
+    let field = guard.field();
+    let force = |args: &[&str]| {
+        let mut cmd = cli(&server.url());
+        cmd.arg("force-unlock").args(args);
+        output(cmd)
+    };
+    // A holder that is not (or no longer) in the lock: kept, exit 1.
+    let stale = format!("{}:1", holder.id());
+    let out = force(&["ifh", "--if-holder", &stale]).await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains(&format!("no lock held by {stale}; nothing removed")),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(raw.exists::<i64, _>("ifh").await.unwrap(), 1);
+    // A dry run: who holds it, what would go; nothing goes.
+    let out = force(&["ifh", "--dry-run"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains(&format!(
+            "lock held by {field} (1 holds); would be removed (dry run)"
+        )),
+        "{}",
+        out.stdout
+    );
+    let out = force(&["ifh", "--dry-run", "--if-holder", &stale, "--json"]).await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let report: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(report["removed"], false);
+    assert_eq!(report["dry_run"], true);
+    assert_eq!(report["holders"][0]["owner"], guard.owner().to_string());
+    assert_eq!(raw.exists::<i64, _>("ifh").await.unwrap(), 1);
+    assert!(!guard.is_lost());
+    // The holder inspected: removed.
+    let out = force(&["ifh", "--if-holder", &field]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains("ifh: lock removed; waiters notified"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(raw.exists::<i64, _>("ifh").await.unwrap(), 0);
+    // Nothing left to remove: exit 1.
+    let out = force(&["ifh"]).await;
+    assert_eq!((out.code, out.stdout.trim()), (1, "ifh: no lock to remove"));
+    // Not a holder: a usage error that names the form.
+    let out = force(&["ifh", "--if-holder", "nobody"]).await;
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("is not CLIENT-ID:OWNER"),
+        "{}",
+        out.stderr
+    );
+    drop(guard);
+}
+
 /// A fair lock's waiter listens on a channel of its own, a read-write
 /// lock's waiters on the read-write channel: `force-unlock` tells the kind
 /// and wakes them there (a plain lock's message reached none of them, and

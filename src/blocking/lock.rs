@@ -158,6 +158,18 @@ where
         self.shared.block_on(self.inner.force_unlock())?
     }
 
+    /// [`Lock::force_unlock`](Self::force_unlock), only while the holder
+    /// `client_id` and `owner` is in the lock (checked in the same script).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`crate::Lock::force_unlock_if_held_by`];
+    /// [`crate::Error::InsideAsyncRuntime`].
+    pub fn force_unlock_if_held_by(&self, client_id: &str, owner: &str) -> Result<bool> {
+        self.shared
+            .block_on(self.inner.force_unlock_if_held_by(client_id, owner))?
+    }
+
     /// Whether anyone holds the lock.
     ///
     /// # Errors

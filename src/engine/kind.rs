@@ -107,9 +107,11 @@ pub(crate) trait LockKind: Send + Sync + 'static {
         true
     }
 
-    /// Deletes the lock whoever holds it and wakes its waiters. Reply: 1 a
-    /// lock was deleted, 0 there was none.
-    fn force_unlock(&self, engine: &Engine, lock: &str) -> ScriptCall;
+    /// Deletes the lock whoever holds it and wakes its waiters; with
+    /// `only_while`, a hash field, only while that field is in the lock (an
+    /// operator's precondition: the holder they inspected still holds it).
+    /// Reply: 1 a lock was deleted, 0 there was none (or not that holder's).
+    fn force_unlock(&self, engine: &Engine, lock: &str, only_while: Option<&str>) -> ScriptCall;
 
     /// How held locks of this kind are renewed by the watchdog: by default
     /// Redisson's LockTask, for a hold that is a field of the lock's hash.

@@ -14,6 +14,7 @@ use crate::engine::safety::Synced;
 use crate::engine::script::{self, ScriptCall};
 use crate::engine::{settle, unlock, wait};
 use crate::error::{Error, Result};
+use crate::owner::OwnerId;
 
 /// `lua/engine/delete.lua`: deletes an object's keys.
 static DELETE: std::sync::LazyLock<script::Script> =
@@ -67,16 +68,41 @@ impl RawLock {
         }
     }
 
-    /// Deletes the lock whoever holds it and wakes its waiters.
-    pub(crate) async fn force_unlock(&self) -> Result<bool> {
+    /// Deletes the lock whoever holds it and wakes its waiters; with
+    /// `holder` (a client id and an owner), only while that holder is in it,
+    /// checked inside the script.
+    pub(crate) async fn force_unlock(&self, holder: Option<(&str, &str)>) -> Result<bool> {
+        let only_while = holder
+            .map(|(client, owner)| self.holder_field(client, owner))
+            .transpose()?;
         self.engine.ensure_open()?;
-        let call = || self.kind.force_unlock(&self.engine, &self.name);
+        let call = || {
+            self.kind
+                .force_unlock(&self.engine, &self.name, only_while.as_deref())
+        };
         let (reply, synced) = self
             .engine
             .write(call)
             .await
             .map_err(|e| self.wrong_type(e))?;
         self.deleted("force_unlock", script::as_i64(&reply) == Some(1), synced)
+    }
+
+    /// The hash field of another client's holder, as `status` and
+    /// `inspect` show it: a client id and a numeric owner (a Java thread id
+    /// or an owner id).
+    fn holder_field(&self, client_id: &str, owner: &str) -> Result<String> {
+        if client_id.is_empty() || client_id.contains(char::is_whitespace) {
+            return Err(Error::InvalidArgument(format!(
+                "a holder's client id is a non-empty word (as `status` shows it), got {client_id:?}"
+            )));
+        }
+        let owner = owner.parse::<u64>().map_err(|_| {
+            Error::InvalidArgument(format!(
+                "a holder's owner is a number (a thread id or an owner id, as `status` shows it), got {owner:?}"
+            ))
+        })?;
+        Ok(self.kind.field(client_id, OwnerId::read(owner)))
     }
 
     /// Deletes `keys`, the lock's keys, whoever holds it and without a

@@ -230,8 +230,8 @@ impl LockKind for FairKind {
         undo(call, latch)
     }
 
-    fn force_unlock(&self, engine: &Engine, lock: &str) -> ScriptCall {
-        force_unlock(engine, lock)
+    fn force_unlock(&self, engine: &Engine, lock: &str, only_while: Option<&str>) -> ScriptCall {
+        force_unlock(engine, lock, only_while)
     }
 
     fn give_up(&self, call: &Call) -> Option<ScriptCall> {
@@ -284,13 +284,15 @@ pub(super) fn undo(call: &Call, latch: &Latch) -> ScriptCall {
 
 /// The fair force unlock, telling the first waiter in line; also the
 /// non-reentrant fair lock's.
-pub(super) fn force_unlock(engine: &Engine, lock: &str) -> ScriptCall {
+pub(super) fn force_unlock(engine: &Engine, lock: &str, only_while: Option<&str>) -> ScriptCall {
     let mut keys = keys(lock);
     keys.push(naming::channel_name(lock));
+    let mut args = vec![UNLOCK_MESSAGE.into(), now_ms().into(), engine.publish_arg()];
+    args.extend(only_while.map(Value::from));
     ScriptCall {
         script: &FORCE_UNLOCK,
         keys,
-        args: vec![UNLOCK_MESSAGE.into(), now_ms().into(), engine.publish_arg()],
+        args,
     }
 }
 

@@ -306,7 +306,7 @@ impl LockKind for FencedKind {
         rlock::unlock(call, latch)
     }
 
-    fn force_unlock(&self, engine: &Engine, lock: &str) -> ScriptCall {
-        rlock::force_unlock(engine, lock)
+    fn force_unlock(&self, engine: &Engine, lock: &str, only_while: Option<&str>) -> ScriptCall {
+        rlock::force_unlock(engine, lock, only_while)
     }
 }

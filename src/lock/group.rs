@@ -383,7 +383,7 @@ impl RGroupLock {
     /// # Ok(()) }
     /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
-        self.raw.force_unlock().await
+        self.raw.force_unlock(None).await
     }
 
     /// Whether any of the values is held, by anyone (Redisson's
@@ -633,7 +633,9 @@ impl LockKind for GroupKind {
         }
     }
 
-    fn force_unlock(&self, engine: &Engine, lock: &str) -> ScriptCall {
+    /// Whoever holds any value: a group has no one holder to check, and
+    /// [`RGroupLock`] offers no precondition (`only_while` is never given).
+    fn force_unlock(&self, engine: &Engine, lock: &str, _only_while: Option<&str>) -> ScriptCall {
         let group = self.key(lock);
         let mut args: Vec<Value> = vec![UNLOCK_MESSAGE.into(), engine.publish_arg()];
         args.extend(fields(lock).map(Value::from));

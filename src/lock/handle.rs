@@ -330,7 +330,38 @@ impl<K: Kind> Lock<K> {
     /// # Ok(()) }
     /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
-        self.raw.force_unlock().await
+        self.raw.force_unlock(None).await
+    }
+
+    /// [`Lock::force_unlock`], only while the holder `client_id` and
+    /// `owner` (as [`crate::Holder`] shows them) is in the lock, checked in
+    /// the same script: an operator who inspected a stale holder never
+    /// deletes the hold of another who took the lock since. Returns whether
+    /// the lock was deleted (false: free, or not that holder's).
+    ///
+    /// # Errors
+    ///
+    /// [`crate::error::Error::InvalidArgument`] for an empty client id or an
+    /// owner that is not a number (nothing is sent), and those of
+    /// [`Lock::force_unlock`].
+    ///
+    /// # Cancel safety
+    ///
+    /// The script is sent once; dropping the future does not stop it.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::RedissonClient) -> redisson_lock::Result<()> {
+    /// let lock = client.lock("billing")?;
+    /// // The holder an operator saw as stuck, and decided to clear.
+    /// for holder in lock.holders().await? {
+    ///     if lock.force_unlock_if_held_by(&holder.client_id, &holder.owner).await? {
+    ///         println!("cleared {}:{}", holder.client_id, holder.owner);
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn force_unlock_if_held_by(&self, client_id: &str, owner: &str) -> Result<bool> {
+        self.raw.force_unlock(Some((client_id, owner))).await
     }
 
     /// Whether the lock is held (Redisson's `isLocked()`: any holder for a

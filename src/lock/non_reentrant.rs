@@ -159,8 +159,8 @@ impl LockKind for NonReentrantKind {
         rlock::unlock(call, latch)
     }
 
-    fn force_unlock(&self, engine: &Engine, lock: &str) -> ScriptCall {
-        rlock::force_unlock(engine, lock)
+    fn force_unlock(&self, engine: &Engine, lock: &str, only_while: Option<&str>) -> ScriptCall {
+        rlock::force_unlock(engine, lock, only_while)
     }
 }
 
@@ -202,8 +202,8 @@ impl LockKind for NonReentrantFairKind {
         fair::undo(call, latch)
     }
 
-    fn force_unlock(&self, engine: &Engine, lock: &str) -> ScriptCall {
-        fair::force_unlock(engine, lock)
+    fn force_unlock(&self, engine: &Engine, lock: &str, only_while: Option<&str>) -> ScriptCall {
+        fair::force_unlock(engine, lock, only_while)
     }
 
     fn give_up(&self, call: &Call) -> Option<ScriptCall> {

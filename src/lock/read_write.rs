@@ -13,6 +13,7 @@
 use std::sync::{Arc, LazyLock};
 
 use fred::interfaces::HashesInterface;
+use fred::types::Value;
 
 use crate::engine::hub::{UNLOCK_MESSAGE, WAKE_ALL_MESSAGE};
 use crate::engine::kind::{Call, LockKind, LockedWhen, Renewal};
@@ -262,11 +263,19 @@ static FORCE_UNLOCK: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/rwlock/force_unlock.lua")));
 
 /// Force unlock in one mode.
-fn force_unlock(engine: &Engine, lock: &str, mode: &str, message: i64) -> ScriptCall {
+fn force_unlock(
+    engine: &Engine,
+    lock: &str,
+    mode: &str,
+    message: i64,
+    only_while: Option<&str>,
+) -> ScriptCall {
+    let mut args = vec![mode.into(), message.into(), engine.publish_arg()];
+    args.extend(only_while.map(Value::from));
     ScriptCall {
         script: &FORCE_UNLOCK,
         keys: vec![lock.to_string(), naming::rwlock_channel_name(lock)],
-        args: vec![mode.into(), message.into(), engine.publish_arg()],
+        args,
     }
 }
 
@@ -325,8 +334,8 @@ impl LockKind for ReadKind {
         (field != "mode" && !field.ends_with(":write")).then_some(field)
     }
 
-    fn force_unlock(&self, engine: &Engine, lock: &str) -> ScriptCall {
-        force_unlock(engine, lock, "read", UNLOCK_MESSAGE)
+    fn force_unlock(&self, engine: &Engine, lock: &str, only_while: Option<&str>) -> ScriptCall {
+        force_unlock(engine, lock, "read", UNLOCK_MESSAGE, only_while)
     }
 
     fn renewal(&self) -> &'static Renewal {
@@ -377,8 +386,8 @@ impl LockKind for WriteKind {
         }
     }
 
-    fn force_unlock(&self, engine: &Engine, lock: &str) -> ScriptCall {
-        force_unlock(engine, lock, "write", WAKE_ALL_MESSAGE)
+    fn force_unlock(&self, engine: &Engine, lock: &str, only_while: Option<&str>) -> ScriptCall {
+        force_unlock(engine, lock, "write", WAKE_ALL_MESSAGE, only_while)
     }
 
     fn locked_when(&self) -> LockedWhen {

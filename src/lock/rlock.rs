@@ -7,6 +7,8 @@
 
 use std::sync::LazyLock;
 
+use fred::types::Value;
+
 use crate::engine::hub::UNLOCK_MESSAGE;
 use crate::engine::kind::{Call, LockKind};
 use crate::engine::script::{Latch, Script, ScriptCall};
@@ -87,8 +89,8 @@ impl LockKind for ReentrantKind {
         unlock(call, latch)
     }
 
-    fn force_unlock(&self, engine: &Engine, lock: &str) -> ScriptCall {
-        force_unlock(engine, lock)
+    fn force_unlock(&self, engine: &Engine, lock: &str, only_while: Option<&str>) -> ScriptCall {
+        force_unlock(engine, lock, only_while)
     }
 }
 
@@ -123,10 +125,12 @@ pub(super) fn unlock(call: &Call, latch: &Latch) -> ScriptCall {
 
 /// RLock's force unlock: deletes the hash and publishes `0`; also the fenced
 /// lock's.
-pub(super) fn force_unlock(engine: &Engine, lock: &str) -> ScriptCall {
+pub(super) fn force_unlock(engine: &Engine, lock: &str, only_while: Option<&str>) -> ScriptCall {
+    let mut args = vec![UNLOCK_MESSAGE.into(), engine.publish_arg()];
+    args.extend(only_while.map(Value::from));
     ScriptCall {
         script: &FORCE_UNLOCK,
         keys: vec![lock.to_string(), naming::channel_name(lock)],
-        args: vec![UNLOCK_MESSAGE.into(), engine.publish_arg()],
+        args,
     }
 }

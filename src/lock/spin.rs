@@ -10,6 +10,8 @@
 
 use std::sync::LazyLock;
 
+use fred::types::Value;
+
 use crate::config::BackOff;
 use crate::engine::kind::{Call, LockKind};
 use crate::engine::script::{Latch, Script, ScriptCall};
@@ -94,11 +96,11 @@ impl LockKind for SpinKind {
         }
     }
 
-    fn force_unlock(&self, _engine: &Engine, lock: &str) -> ScriptCall {
+    fn force_unlock(&self, _engine: &Engine, lock: &str, only_while: Option<&str>) -> ScriptCall {
         ScriptCall {
             script: &FORCE_UNLOCK,
             keys: vec![lock.to_string()],
-            args: vec![],
+            args: only_while.map(Value::from).into_iter().collect(),
         }
     }
 }

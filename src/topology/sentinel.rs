@@ -1461,7 +1461,10 @@ mod tests {
             assert!(voting >= 2, "{voting} of 3 answers vote at +{now} ms");
         }
         // The frozen one is still tried, backing off; the others carry it.
-        assert!(polls[FROZEN] >= 4 && polls[0] > 40 && polls[1] > 40, "{polls:?}");
+        assert!(
+            polls[FROZEN] >= 4 && polls[0] > 40 && polls[1] > 40,
+            "{polls:?}"
+        );
     }
 
     #[test]

@@ -131,7 +131,7 @@ pub async fn doctor(cli: &Cli, args: &DoctorArgs) -> Result<u8, String> {
         .filter(|f| f.harmful && f.fixed != Some(true))
         .count();
     if args.json {
-        println!("{}", serde_json::to_string(&findings).map_err(text)?);
+        crate::print_json(&serde_json::json!({ "findings": findings }))?;
     } else {
         for f in &findings {
             println!("{}: {} ({})", f.name, f.detail, f.key);

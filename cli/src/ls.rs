@@ -47,7 +47,7 @@ pub async fn ls(cli: &Cli, args: &LsArgs) -> Result<u8, String> {
         .into_iter()
         .partition(|o| args.all || o.kind != ObjectKind::Leftovers);
     if args.json {
-        println!("{}", serde_json::to_string(&shown).map_err(text)?);
+        crate::print_json(&serde_json::json!({ "objects": shown }))?;
     } else {
         print!("{}", table(&shown));
     }
@@ -289,7 +289,7 @@ pub async fn inspect(cli: &Cli, args: &InspectArgs) -> Result<u8, String> {
     client.shutdown().await;
     let info = info.map_err(text)?;
     if args.json {
-        println!("{}", serde_json::to_string(&info).map_err(text)?);
+        crate::print_json(&info)?;
     } else {
         print!("{}", describe(&info));
     }

@@ -162,6 +162,21 @@ enum Command {
     },
 }
 
+/// The version of every `--json` document's shape (`"schema"` in each;
+/// `audit --json` has its own): a field added leaves it, a field removed or
+/// changed bumps it.
+pub const JSON_SCHEMA: u32 = 1;
+
+/// Prints `value`, an object, as one line of JSON with `"schema"` in it.
+pub fn print_json(value: &impl serde::Serialize) -> Result<(), String> {
+    let mut document = serde_json::to_value(value).map_err(|e| e.to_string())?;
+    if let Some(fields) = document.as_object_mut() {
+        fields.insert("schema".into(), JSON_SCHEMA.into());
+    }
+    println!("{document}");
+    Ok(())
+}
+
 /// Parses a wait such as `0s` (one attempt), `3s`, `250ms`.
 pub fn parse_wait(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text.trim()).map_err(|e| format!("`{text}`: {e}"))

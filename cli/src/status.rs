@@ -24,13 +24,16 @@ pub struct StatusArgs {
     pub exit_code: bool,
 }
 
+/// The kinds `status` reads, named as `inspect` and `ls` name them (the
+/// short names of earlier versions are aliases).
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Kind {
     Auto,
     Lock,
     Semaphore,
     ExpirableSemaphore,
-    Latch,
+    #[value(alias = "latch")]
+    CountDownLatch,
 }
 
 #[derive(clap::Args)]
@@ -69,21 +72,25 @@ fn parse_holder(text: &str) -> Result<(String, String), String> {
     }
 }
 
+/// The lock kinds, named as `inspect` and `ls` name them (`fair` and
+/// `read-write` are aliases).
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum LockKind {
     Auto,
     /// An RLock (also a fenced or spin lock).
     Lock,
     /// An RFairLock: the first waiter in line is woken on its own channel.
-    Fair,
+    #[value(alias = "fair")]
+    FairLock,
     /// An RReadWriteLock, in whichever mode it is held.
-    ReadWrite,
+    #[value(alias = "read-write")]
+    ReadWriteLock,
 }
 
 #[derive(Serialize)]
 struct Status {
     name: String,
-    /// "lock", "semaphore", "expirable-semaphore", "latch", "counter" (a
+    /// "lock", "semaphore", "expirable-semaphore", "count-down-latch", "counter" (a
     /// string that `auto` cannot tell apart), "absent", or "other".
     kind: &'static str,
     /// The Redis type of the key.
@@ -122,7 +129,7 @@ pub async fn status(cli: &Cli, args: &StatusArgs) -> Result<u8, String> {
     client.shutdown().await;
     let status = status?;
     if args.json {
-        println!("{}", serde_json::to_string(&status).map_err(text)?);
+        crate::print_json(&status)?;
     } else {
         print(&status);
     }
@@ -139,7 +146,7 @@ impl Status {
         match self.kind {
             "lock" => !self.holders.is_empty(),
             "semaphore" | "expirable-semaphore" => self.permits_available.unwrap_or(0) <= 0,
-            "latch" => self.count.unwrap_or(0) > 0,
+            "count-down-latch" => self.count.unwrap_or(0) > 0,
             _ => false,
         }
     }
@@ -172,7 +179,7 @@ async fn read(client: &redisson_lock::RedissonClient, args: &StatusArgs) -> Resu
         }
         (Kind::Semaphore, "string") => "semaphore",
         (Kind::ExpirableSemaphore, "string") => "expirable-semaphore",
-        (Kind::Latch, "string") => "latch",
+        (Kind::CountDownLatch, "string") => "count-down-latch",
         _ => "other",
     };
     let mut status = Status {
@@ -223,7 +230,7 @@ async fn read(client: &redisson_lock::RedissonClient, args: &StatusArgs) -> Resu
                     .collect(),
             );
         }
-        "latch" | "counter" => {
+        "count-down-latch" | "counter" => {
             let value = client
                 .command(Some(name), "GET", [name])
                 .await
@@ -291,7 +298,7 @@ fn print(status: &Status) {
                 }
             }
         }
-        "latch" => println!(
+        "count-down-latch" => println!(
             "{name}: count-down latch, count {}",
             status.count.unwrap_or(0)
         ),
@@ -325,8 +332,10 @@ pub async fn force_unlock(cli: &Cli, args: &ForceUnlockArgs) -> Result<u8, Strin
             report["dry_run"] = true.into();
             report["holders"] = serde_json::to_value(&holders).map_err(|e| e.to_string())?;
         }
-        println!("{report}");
+        crate::print_json(&report)?;
     } else {
+        // In words: `fair lock`, as the JSON's `fair-lock`.
+        let kind = kind.replace('-', " ");
         let whose = match &args.if_holder {
             Some((client, owner)) => format!(" by {client}:{owner}"),
             None => String::new(),
@@ -376,27 +385,27 @@ async fn force_unlock_kind(
     let name = &args.name;
     let kind = match args.kind {
         LockKind::Auto => match client.inspect(name).await.map_err(text)?.kind() {
-            ObjectKind::FairLock => LockKind::Fair,
-            ObjectKind::ReadWriteLock => LockKind::ReadWrite,
+            ObjectKind::FairLock => LockKind::FairLock,
+            ObjectKind::ReadWriteLock => LockKind::ReadWriteLock,
             _ => LockKind::Lock,
         },
         kind => kind,
     };
     Ok(match kind {
-        LockKind::Fair => {
-            Outcome::of("fair lock", &client.fair_lock(name).map_err(text)?, args).await?
+        LockKind::FairLock => {
+            Outcome::of("fair-lock", &client.fair_lock(name).map_err(text)?, args).await?
         }
-        LockKind::ReadWrite => {
+        LockKind::ReadWriteLock => {
             let lock = client.read_write_lock(name).map_err(text)?;
             match lock.mode().await.map_err(text)? {
                 Some(redisson_lock::RwMode::Read) => {
-                    Outcome::of("read-write lock", &lock.read(), args).await?
+                    Outcome::of("read-write-lock", &lock.read(), args).await?
                 }
                 Some(redisson_lock::RwMode::Write) => {
-                    Outcome::of("read-write lock", &lock.write(), args).await?
+                    Outcome::of("read-write-lock", &lock.write(), args).await?
                 }
                 None => Outcome {
-                    kind: "read-write lock",
+                    kind: "read-write-lock",
                     removed: false,
                     holders: vec![],
                 },

@@ -2,7 +2,7 @@
 //! library's `ChannelWatch` (a connection of its own that follows a
 //! Sentinel failover and resubscribes after a reconnection).
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::time::{Duration, SystemTime};
 
 use redisson_lock::inspect::{ChannelWatch, Watched};
@@ -19,22 +19,30 @@ pub struct Args {
     /// channels. A lock is also watched on its fair waiters' channels (each
     /// fair waiter listens on one of its own): by pattern with classic
     /// pub/sub; with sharded pub/sub, those of the waiters in line, read
-    /// every second (`fair`, or `auto` on a fair lock).
+    /// every second (`fair-lock`, or `auto` on a fair lock).
     #[arg(long, value_enum, default_value = "auto")]
     kind: Kind,
-    /// Print one JSON object per message (`time`, `channel`, `message`, `meaning`).
+    /// Print one JSON object per message (`time`, `channel`, `message`,
+    /// `meaning`) and per holder change (`time`, `event`: `acquired` or
+    /// `released`, `holder`, `who`).
     #[arg(long)]
     json: bool,
 }
 
+/// The kinds, named as `inspect` and `ls` name them (the short names of
+/// earlier versions are aliases).
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Kind {
     Auto,
     Lock,
-    Fair,
-    ReadWrite,
+    #[value(alias = "fair")]
+    FairLock,
+    #[value(alias = "read-write")]
+    ReadWriteLock,
+    #[value(alias = "expirable-semaphore")]
     Semaphore,
-    Latch,
+    #[value(alias = "latch")]
+    CountDownLatch,
 }
 
 /// What a message on one of the watched channels means.
@@ -97,6 +105,78 @@ impl FairWaiters {
     }
 }
 
+/// How often a lock's holders are read.
+const HOLDER_READS: Duration = Duration::from_millis(250);
+
+/// Who holds a lock, read after each message and four times a second: an
+/// acquisition sends no message (only a release does), so who took it comes
+/// from its holders, as `top` works it out.
+struct Holders {
+    /// The lock (a plain or fair lock: the holders are its hash's fields).
+    lock: Option<redisson_lock::RLock>,
+    /// A read-write lock: read by mode.
+    rw: Option<redisson_lock::RReadWriteLock>,
+    /// `client-id:owner` of each holder last read.
+    seen: BTreeSet<String>,
+    /// Read once: holders found then are `held`, not `acquired`.
+    primed: bool,
+    clients: crate::ls::Clients,
+}
+
+impl Holders {
+    /// Reads the holders now and prints who appeared and who went.
+    async fn read(
+        &mut self,
+        client: &redisson_lock::RedissonClient,
+        json: bool,
+    ) -> Result<(), String> {
+        let text = |e: redisson_lock::Error| e.to_string();
+        let mut now = vec![];
+        if let Some(lock) = &self.lock {
+            now.extend(lock.holders().await.map_err(text)?);
+        }
+        if let Some(rw) = &self.rw {
+            now.extend(rw.read().holders().await.map_err(text)?);
+            now.extend(rw.write().holders().await.map_err(text)?);
+        }
+        let present: BTreeSet<String> = now
+            .iter()
+            .map(|h| format!("{}:{}", h.client_id, h.owner))
+            .collect();
+        for h in &now {
+            if !self.clients.contains_key(&h.client_id) {
+                // Unreadable (an ACL without the registry's keys): unknown.
+                let identity = client.client_identity(&h.client_id).await.unwrap_or(None);
+                self.clients.insert(h.client_id.clone(), identity);
+            }
+        }
+        let gone: Vec<&String> = self.seen.difference(&present).collect();
+        let came: Vec<&String> = present.difference(&self.seen).collect();
+        let events = gone.into_iter().map(|h| ("released", h)).chain(
+            came.into_iter()
+                .map(|h| (if self.primed { "acquired" } else { "held" }, h)),
+        );
+        for (event, holder) in events {
+            let client_id = holder.rsplit_once(':').map_or(holder.as_str(), |(c, _)| c);
+            let who = crate::ls::who(&self.clients, client_id);
+            let time = humantime::format_rfc3339_millis(SystemTime::now());
+            if json {
+                crate::print_json(&serde_json::json!({
+                    "time": time.to_string(),
+                    "event": event,
+                    "holder": holder,
+                    "who": who,
+                }))?;
+            } else {
+                println!("{time} {event} by {holder} ({who})");
+            }
+        }
+        self.seen = present;
+        self.primed = true;
+        Ok(())
+    }
+}
+
 /// `*`, `?`, `[`, `]` and `\` matched as themselves in a `PSUBSCRIBE` pattern.
 fn glob_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -120,6 +200,24 @@ pub async fn watch(cli: &Cli, args: &Args) -> Result<u8, String> {
 
 async fn watch_with(client: &redisson_lock::RedissonClient, args: &Args) -> Result<u8, String> {
     let (channels, fair) = channels(client, args).await?;
+    let text = |e: redisson_lock::Error| e.to_string();
+    let mut holders = Holders {
+        lock: None,
+        rw: None,
+        seen: BTreeSet::new(),
+        primed: false,
+        clients: Default::default(),
+    };
+    for (_, meaning) in &channels {
+        match meaning {
+            Meaning::Lock => holders.lock = Some(client.lock(&args.name).map_err(text)?),
+            Meaning::ReadWrite => {
+                holders.rw = Some(client.read_write_lock(&args.name).map_err(text)?)
+            }
+            Meaning::Semaphore | Meaning::Latch => {}
+        }
+    }
+    let reads_holders = holders.lock.is_some() || holders.rw.is_some();
     let mut watch = client.watch_channels().await.map_err(|e| e.to_string())?;
     for (channel, _) in &channels {
         watch.subscribe(channel).await.map_err(|e| e.to_string())?;
@@ -152,6 +250,8 @@ async fn watch_with(client: &redisson_lock::RedissonClient, args: &Args) -> Resu
     let mut interrupt = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
     let mut terminate = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
     let mut queue_reads = tokio::time::interval(Duration::from_secs(1));
+    let mut holder_reads = tokio::time::interval(HOLDER_READS);
+    holder_reads.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let follow_queue = fair.is_some() && watch.is_sharded();
     loop {
         tokio::select! {
@@ -171,9 +271,13 @@ async fn watch_with(client: &redisson_lock::RedissonClient, args: &Args) -> Resu
                             "message": m.payload,
                             "meaning": meaning,
                         });
-                        println!("{line}");
+                        crate::print_json(&line)?;
                     } else {
                         println!("{time} {} {} ({meaning})", m.channel, m.payload);
+                    }
+                    if reads_holders {
+                        // The release, at once, rather than at the next read.
+                        holder_reads.reset_immediately();
                     }
                 }
                 Some(Watched::Missed(n)) => {
@@ -182,6 +286,11 @@ async fn watch_with(client: &redisson_lock::RedissonClient, args: &Args) -> Resu
                 Some(_) => {}
                 None => return Err("connection closed".into()),
             },
+            _ = holder_reads.tick(), if reads_holders => {
+                if let Err(e) = holders.read(client, args.json).await {
+                    eprintln!("redisson-lock: reading the holders: {e}");
+                }
+            }
             _ = queue_reads.tick(), if follow_queue => {
                 if let Some(waiters) = fair.as_mut() {
                     if let Err(e) = waiters.follow_queue(&watch).await {
@@ -208,11 +317,11 @@ async fn channels(
     let name = &args.name;
     let kinds = match args.kind {
         Kind::Auto => match client.inspect(name).await.map_err(text)?.kind() {
-            ObjectKind::ReadWriteLock => vec![Kind::ReadWrite],
+            ObjectKind::ReadWriteLock => vec![Kind::ReadWriteLock],
             ObjectKind::Semaphore | ObjectKind::ExpirableSemaphore => vec![Kind::Semaphore],
-            ObjectKind::CountDownLatch => vec![Kind::Latch],
-            ObjectKind::Counter => vec![Kind::Semaphore, Kind::Latch],
-            ObjectKind::FairLock => vec![Kind::Fair],
+            ObjectKind::CountDownLatch => vec![Kind::CountDownLatch],
+            ObjectKind::Counter => vec![Kind::Semaphore, Kind::CountDownLatch],
+            ObjectKind::FairLock => vec![Kind::FairLock],
             _ => vec![Kind::Lock],
         },
         kind => vec![kind],
@@ -221,7 +330,7 @@ async fn channels(
     let mut channels = vec![];
     for kind in kinds {
         channels.push(match kind {
-            Kind::ReadWrite => (
+            Kind::ReadWriteLock => (
                 client.read_write_lock(name).map_err(text)?.channel(),
                 Meaning::ReadWrite,
             ),
@@ -229,14 +338,14 @@ async fn channels(
                 client.semaphore(name).map_err(text)?.channel(),
                 Meaning::Semaphore,
             ),
-            Kind::Latch => (
+            Kind::CountDownLatch => (
                 client.count_down_latch(name).map_err(text)?.channel(),
                 Meaning::Latch,
             ),
-            Kind::Auto | Kind::Lock | Kind::Fair => {
+            Kind::Auto | Kind::Lock | Kind::FairLock => {
                 // A lock not known to be fair may become one's name for
                 // its waiters: with classic pub/sub a pattern costs nothing.
-                if kind == Kind::Fair || !client.sharded_pubsub() {
+                if kind == Kind::FairLock || !client.sharded_pubsub() {
                     fair = Some(client.fair_lock(name).map_err(text)?);
                 }
                 (client.lock(name).map_err(text)?.channel(), Meaning::Lock)

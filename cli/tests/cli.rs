@@ -400,8 +400,10 @@ async fn status_reads_semaphores_and_latches() {
 
     let latch = owner.count_down_latch("loaded").unwrap();
     latch.try_set_count(3).await.unwrap();
+    // `latch`: the earlier name of `count-down-latch`, as `inspect` says.
     let seen = json(vec!["status", "loaded", "--kind", "latch"]).await;
-    assert_eq!(seen["kind"], "latch");
+    assert_eq!(seen["kind"], "count-down-latch");
+    assert_eq!(seen["schema"], 1);
     assert_eq!(seen["count"], 3);
     let mut cmd = cli(&server.url());
     cmd.args(["status", "loaded", "--kind", "latch"]);
@@ -595,12 +597,30 @@ async fn force_unlock_wakes_fair_and_read_write_waiters_where_they_listen() {
     let out = output(cmd).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
-    assert_eq!(json["kind"], "read-write lock");
+    assert_eq!(json["kind"], "read-write-lock");
     assert_eq!(json["removed"], true);
     assert_eq!(messages.next().await.0, "redisson_rwlock:{rw-stuck}");
     within("the reader", reading).await.unwrap().unwrap();
     holder.shutdown().await;
     waiter.shutdown().await;
+}
+
+/// The next line of a child's output that `wanted` picks, skipping others
+/// (`watch` prints holder changes between its messages).
+async fn next_line_with(
+    lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    what: &str,
+    wanted: impl Fn(&str) -> bool,
+) -> String {
+    loop {
+        let line = within(what, lines.next_line())
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("{what}: the output ended"));
+        if wanted(&line) {
+            return line;
+        }
+    }
 }
 
 #[tokio::test]
@@ -627,10 +647,10 @@ async fn watch_prints_unlock_messages_as_they_arrive() {
         .await
         .unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = within("message printed", stdout.next_line())
-        .await
-        .unwrap()
-        .unwrap();
+    let line = next_line_with(&mut stdout, "message printed", |l| {
+        l.contains("redisson_lock__channel")
+    })
+    .await;
     assert!(
         line.ends_with(
             "redisson_lock__channel:{watched} 0 (unlocked: one waiter per client wakes)"
@@ -997,7 +1017,7 @@ async fn scripting_flags_exit_codes_json_completions_and_verbose() {
     let report: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
     assert_eq!(
         report,
-        serde_json::json!({"name": "scripted", "kind": "lock", "removed": true})
+        serde_json::json!({"name": "scripted", "kind": "lock", "removed": true, "schema": 1})
     );
     drop(guard);
 
@@ -1032,11 +1052,12 @@ async fn watch_json_prints_one_object_per_message() {
     let lock = holder.lock("watched-json").unwrap();
     lock.lock().await.unwrap().unlock().await.unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = within("message printed", stdout.next_line())
-        .await
-        .unwrap()
-        .unwrap();
+    let line = next_line_with(&mut stdout, "message printed", |l| {
+        l.contains("\"channel\"")
+    })
+    .await;
     let message: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(message["schema"], 1);
     assert_eq!(message["channel"], "redisson_lock__channel:{watched-json}");
     assert_eq!(message["message"], "0");
     assert!(message["time"].as_str().unwrap().ends_with('Z'), "{line}");
@@ -1067,6 +1088,18 @@ async fn watch_hears_a_fair_lock_tell_its_first_waiter() {
     let mut cmd = cli(&server.url());
     cmd.args(["watch", "w-fair", "--json"]);
     let mut child = cmd.spawn().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    // Who holds it when the watch starts.
+    let event = |line: &str| serde_json::from_str::<serde_json::Value>(line).unwrap();
+    let held = next_line_with(&mut stdout, "the holder", |l| l.contains("\"event\"")).await;
+    assert_eq!(
+        (
+            event(&held)["event"].clone(),
+            event(&held)["holder"].clone()
+        ),
+        ("held".into(), guard.field().into()),
+        "{held}"
+    );
     let numpat = || async {
         let command = fred::types::CustomCommand::new_static(
             "PUBSUB",
@@ -1081,13 +1114,13 @@ async fn watch_hears_a_fair_lock_tell_its_first_waiter() {
         numpat().await == 1
     })
     .await;
+    let held_by = guard.field();
     guard.unlock().await.unwrap();
     let taken = within("the waiter", waiter).await.unwrap().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = within("message printed", stdout.next_line())
-        .await
-        .unwrap()
-        .unwrap();
+    let line = next_line_with(&mut stdout, "message printed", |l| {
+        l.contains("\"channel\"")
+    })
+    .await;
     let message: serde_json::Value = serde_json::from_str(&line).unwrap();
     assert_eq!(
         message["channel"],
@@ -1101,6 +1134,23 @@ async fn watch_hears_a_fair_lock_tell_its_first_waiter() {
             .unwrap()
             .contains("first in line, is told"),
         "{line}"
+    );
+    // No message says who took it: the holders read do, with who they are.
+    let mut events = vec![];
+    while !events.contains(&("acquired".to_string(), taken.field())) {
+        let line = next_line_with(&mut stdout, "holder events", |l| l.contains("\"event\"")).await;
+        let e = event(&line);
+        // Both clients are this test's, registered under its pid.
+        let pid = format!(" pid {}", std::process::id());
+        assert!(e["who"].as_str().unwrap().contains(&pid), "{line}");
+        events.push((
+            e["event"].as_str().unwrap().to_string(),
+            e["holder"].as_str().unwrap().to_string(),
+        ));
+    }
+    assert!(
+        events.contains(&("released".to_string(), held_by)),
+        "{events:?}"
     );
     taken.unlock().await.unwrap();
     unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGINT) };
@@ -1158,10 +1208,10 @@ async fn watch_follows_each_kind_on_its_own_channel() {
         ),
     ] {
         let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
-        let line = within("message printed", stdout.next_line())
-            .await
-            .unwrap()
-            .unwrap();
+        let line = next_line_with(&mut stdout, "message printed", |l| {
+            l.contains("\"channel\"")
+        })
+        .await;
         let message: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(message["channel"], channel, "{line}");
         assert!(

@@ -101,7 +101,7 @@ async fn ls_and_inspect_show_every_kind_of_object() {
     let _: () = raw.hset("profile", ("name", "bob")).await.unwrap();
 
     let list = json(&url, &["ls"]).await;
-    let names: Vec<&str> = list
+    let names: Vec<&str> = list["objects"]
         .as_array()
         .unwrap()
         .iter()
@@ -520,7 +520,7 @@ async fn ls_inspect_doctor_and_top_on_a_cluster() {
     })
     .await;
     let list = json(&url, &["ls", "c:*", "--count", "10"]).await;
-    let listed: Vec<&str> = list
+    let listed: Vec<&str> = list["objects"]
         .as_array()
         .unwrap()
         .iter()
@@ -529,7 +529,7 @@ async fn ls_inspect_doctor_and_top_on_a_cluster() {
     let mut sorted = names.clone();
     sorted.sort();
     assert_eq!(listed, sorted);
-    for o in list.as_array().unwrap() {
+    for o in list["objects"].as_array().unwrap() {
         assert_eq!(o["holders"][0]["client_id"], holder.id());
     }
     assert_eq!(entry(&list, "c:0")["subscribers"], 1);
@@ -662,9 +662,10 @@ async fn ls_inspect_doctor_and_top_on_a_cluster() {
 /// The findings of `doctor --json` (its exit code first).
 async fn doctor(url: &str, args: &[&str]) -> (i32, Vec<Json>) {
     let out = run(url, &[&["doctor", "--json"], args].concat()).await;
-    let findings: Json = serde_json::from_str(&out.stdout)
+    let report: Json = serde_json::from_str(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {} {}", out.stdout, out.stderr));
-    (out.code, findings.as_array().unwrap().clone())
+    assert_eq!(report["schema"], 1, "{report}");
+    (out.code, report["findings"].as_array().unwrap().clone())
 }
 
 fn checks(findings: &[Json]) -> Vec<(String, String)> {
@@ -1156,7 +1157,11 @@ async fn doctor_judges_fair_deadlines_by_the_servers_clock() {
         "the CLI's clock is ahead: {info}"
     );
     let (code, found) = json_at(&url, "+1h", &["doctor", "--fix"]).await;
-    assert_eq!((code, found.clone()), (0, Json::Array(vec![])), "{found}");
+    assert_eq!(
+        (code, found["findings"].clone()),
+        (0, Json::Array(vec![])),
+        "{found}"
+    );
     assert_eq!(
         queued().await,
         std::slice::from_ref(&live),
@@ -1188,7 +1193,7 @@ async fn doctor_judges_fair_deadlines_by_the_servers_clock() {
         "the CLI's clock is behind: {info}"
     );
     let (code, found) = json_at(&url, "-1h", &["doctor", "--fix"]).await;
-    let found = found.as_array().unwrap();
+    let found = found["findings"].as_array().unwrap();
     assert_eq!(code, 0, "{found:?}");
     assert_eq!(
         checks(found),

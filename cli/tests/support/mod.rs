@@ -45,16 +45,21 @@ pub async fn run(url: &str, args: &[&str]) -> Output {
     output(cmd).await
 }
 
-/// Runs the CLI with `args` plus `--json`; it must succeed.
+/// Runs the CLI with `args` plus `--json`; it must succeed, and say its
+/// schema.
 pub async fn json(url: &str, args: &[&str]) -> serde_json::Value {
     let out = run(url, &[args, &["--json"]].concat()).await;
     assert_eq!(out.code, 0, "{args:?}: {}", out.stderr);
-    serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", out.stdout))
+    let document: serde_json::Value =
+        serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", out.stdout));
+    assert_eq!(document["schema"], 1, "{args:?}: {document}");
+    document
 }
 
 /// The `ls --json` entry of `name`.
 pub fn entry<'a>(list: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    list.as_array()
+    list["objects"]
+        .as_array()
         .unwrap()
         .iter()
         .find(|o| o["name"] == name)

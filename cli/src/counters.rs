@@ -23,8 +23,8 @@ pub enum Latch {
     Wait {
         /// Latch name.
         name: String,
-        /// Give up after this long: exit 75.
-        #[arg(long, value_parser = parse_wait)]
+        /// Give up after this long (`10` or `10s`, `250ms`): exit 75.
+        #[arg(short, long, value_parser = parse_wait)]
         wait: Option<Duration>,
     },
 }

@@ -64,7 +64,7 @@ Exit status, in every subcommand:
   1         what the command found: doctor harm, an audit failure, status --exit-code held,
             latch set / semaphore set-permits already set, force-unlock removed nothing
   2         an error: command line, configuration, argument, connection, a refusal by Redis
-  75        run, latch wait: not acquired (or still closed) within --wait
+  75        run, elect, latch wait: not acquired (or still closed) within --wait
   76        run: the lock or lease was lost while the command ran
   126, 127  run: the command could not be run, or was not found
   128+N     run: stopped by signal N"
@@ -177,14 +177,29 @@ pub fn print_json(value: &impl serde::Serialize) -> Result<(), String> {
     Ok(())
 }
 
-/// Parses a wait such as `0s` (one attempt), `3s`, `250ms`.
-pub fn parse_wait(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text.trim()).map_err(|e| format!("`{text}`: {e}"))
+/// A duration with units (`3s`, `250ms`, `1m 30s`), or a bare number of
+/// seconds (`10`, `0.5`), as `flock -w` and `timeout` take them.
+fn seconds_or_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if let Ok(seconds) = text.parse::<f64>() {
+        return match Duration::try_from_secs_f64(seconds) {
+            Ok(d) => Ok(d),
+            Err(_) => Err(format!(
+                "`{text}`: seconds must be a number from 0 up (or give units: 250ms, 3s, 1m)"
+            )),
+        };
+    }
+    humantime::parse_duration(text).map_err(|e| format!("`{text}`: {e} (or seconds: 10, 0.5)"))
 }
 
-/// Parses `3s`, `250ms`, `1m 30s`; refuses zero.
+/// Parses a wait such as `0s` or `0` (one attempt), `3s`, `10`, `250ms`.
+pub fn parse_wait(text: &str) -> Result<Duration, String> {
+    seconds_or_duration(text)
+}
+
+/// Parses `3s`, `250ms`, `1m 30s`, `10` (seconds); refuses zero.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(text.trim()).map_err(|e| format!("`{text}`: {e}"))?;
+    let d = seconds_or_duration(text)?;
     if d.as_millis() == 0 {
         return Err(format!("`{text}`: must be at least 1ms"));
     }

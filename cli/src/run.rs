@@ -16,12 +16,16 @@ pub struct Args {
     /// The lock's or semaphore's name.
     name: String,
     /// Give up (exit 75, or --conflict-exit-code) if not acquired within this
-    /// long (0s: one attempt). Default: wait as long as it takes.
-    #[arg(long, value_parser = parse_wait)]
+    /// long: `10` or `10s`, `250ms` (0: one attempt; as `flock -w`).
+    /// Default: wait as long as it takes.
+    #[arg(short, long, value_parser = parse_wait)]
     wait: Option<Duration>,
+    /// One attempt, no waiting: `--wait 0` (as `flock -n`).
+    #[arg(short = 'n', long, conflicts_with = "wait")]
+    nonblock: bool,
     /// Exit status when not acquired within --wait (as flock's
-    /// --conflict-exit-code).
-    #[arg(long, value_name = "CODE", default_value_t = EXIT_NOT_ACQUIRED)]
+    /// --conflict-exit-code and -E).
+    #[arg(short = 'E', long, value_name = "CODE", default_value_t = EXIT_NOT_ACQUIRED)]
     conflict_exit_code: u8,
     /// A lock: hold for this lease instead of renewing with the watchdog
     /// (the lock then expires after it). An expirable semaphore's permits:
@@ -113,11 +117,20 @@ struct KindArgs {
 }
 
 /// `elect`: `run` on the election's lock (Redisson's `getLock(NAME)`),
-/// waiting as long as it takes; a JVM service holding that RLock leads.
+/// waiting as long as it takes (or `--wait`); a JVM service holding that
+/// RLock leads.
 #[derive(clap::Args)]
 pub struct ElectArgs {
     /// The election's name: the key of its lock.
     name: String,
+    /// Give up (exit 75, or --conflict-exit-code) if another still leads
+    /// after this long: `10` or `10s` (0: one try). Default: campaign as
+    /// long as it takes.
+    #[arg(short, long, value_parser = parse_wait)]
+    wait: Option<Duration>,
+    /// Exit status when another still leads after --wait.
+    #[arg(short = 'E', long, value_name = "CODE", default_value_t = EXIT_NOT_ACQUIRED)]
+    conflict_exit_code: u8,
     /// After the leadership is lost, the command gets SIGTERM, then SIGKILL
     /// if it has not exited this long after.
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
@@ -136,14 +149,25 @@ impl From<&ElectArgs> for Args {
     fn from(elect: &ElectArgs) -> Args {
         Args {
             name: elect.name.clone(),
-            wait: None,
-            conflict_exit_code: EXIT_NOT_ACQUIRED,
+            wait: elect.wait,
+            nonblock: false,
+            conflict_exit_code: elect.conflict_exit_code,
             lease: None,
             kill_after: elect.kill_after,
             foreground: elect.foreground,
             registry: elect.registry.clone(),
             kind: KindArgs::default(),
             command: elect.command.clone(),
+        }
+    }
+}
+
+impl Args {
+    /// How long to wait for the lock (`None`: as long as it takes).
+    fn patience(&self) -> Option<Duration> {
+        match self.nonblock {
+            true => Some(Duration::ZERO),
+            false => self.wait,
         }
     }
 }
@@ -211,7 +235,7 @@ async fn acquire(
                 Some(lease) => acquire.lease(lease),
                 None => acquire,
             };
-            match args.wait {
+            match args.patience() {
                 Some(wait) => acquire.wait(wait).await?,
                 None => Some(acquire.await?),
             }
@@ -230,8 +254,8 @@ async fn acquire(
         })
     } else if let Some(n) = k.semaphore {
         let semaphore = client.semaphore(&args.name)?;
-        warn_if_unset(client, &args.name, args.wait).await;
-        match args.wait {
+        warn_if_unset(client, &args.name, args.patience()).await;
+        match args.patience() {
             Some(wait) if wait.is_zero() => semaphore.try_acquire(n).await?,
             Some(wait) => semaphore.try_acquire_for(n, wait).await?,
             None => Some(semaphore.acquire(n).await?),
@@ -241,8 +265,8 @@ async fn acquire(
         // Kept alive by the client's watchdog, whose timeout is --lease
         // here (see `run`).
         let semaphore = client.permit_expirable_semaphore(&args.name)?;
-        warn_if_unset(client, &args.name, args.wait).await;
-        let permits = match args.wait {
+        warn_if_unset(client, &args.name, args.patience()).await;
+        let permits = match args.patience() {
             Some(wait) if wait.is_zero() => semaphore.acquire(n).no_wait().kept_alive().await?,
             Some(wait) => semaphore.acquire(n).wait(wait).kept_alive().await?,
             None => Some(semaphore.acquire(n).kept_alive().await?),
@@ -324,7 +348,7 @@ pub async fn run(cli: &Cli, args: &Args) -> Result<u8, String> {
             eprintln!(
                 "redisson-lock: {} not acquired within {}",
                 what(args),
-                humantime::format_duration(args.wait.unwrap_or_default())
+                humantime::format_duration(args.patience().unwrap_or_default())
             );
             client.shutdown().await;
             return Ok(args.conflict_exit_code);

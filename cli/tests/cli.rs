@@ -50,6 +50,43 @@ async fn run_exits_75_when_the_lock_stays_taken() {
     assert_eq!(out.stdout, "");
     assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
     assert!(out.stderr.contains("not acquired within 200ms"));
+    // flock's and timeout's habits: seconds without a unit, -w, -n, -E;
+    // `elect` gives up the same way.
+    for (args, code, said) in [
+        (vec!["run", "busy", "--wait", "0.2"], 75, "within 200ms"),
+        (vec!["run", "busy", "-w", "0"], 75, "within 0s"),
+        (vec!["run", "busy", "-n"], 75, "within 0s"),
+        (vec!["run", "busy", "-n", "-E", "9"], 9, "within 0s"),
+        (vec!["elect", "busy", "-w", "0.1"], 75, "within 100ms"),
+        (
+            vec!["elect", "busy", "--wait", "0", "--conflict-exit-code", "0"],
+            0,
+            "within 0s",
+        ),
+        (
+            // run's own failures (usage errors too) exit 125.
+            vec!["run", "busy", "-n", "-w", "1"],
+            125,
+            "cannot be used with",
+        ),
+        (
+            vec!["run", "busy", "--wait=-1"],
+            125,
+            "seconds must be a number from 0 up",
+        ),
+        (
+            vec!["run", "busy", "--wait", "soon"],
+            125,
+            "or seconds: 10, 0.5",
+        ),
+    ] {
+        let mut cmd = cli(&server.url());
+        cmd.args(&args).args(["--", "echo", "never"]);
+        let out = output(cmd).await;
+        assert_eq!(out.code, code, "{args:?}: {}", out.stderr);
+        assert_eq!(out.stdout, "", "{args:?}");
+        assert!(out.stderr.contains(said), "{args:?}: {}", out.stderr);
+    }
     guard.unlock().await.unwrap();
 }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::java::{newest_versions, JavaPeer};
-use common::{config, within, Observer, RedisServer};
+use common::{config, within, Observer, Proxy, RedisServer};
 use fred::prelude::*;
 use redisson_lock::blocking::RedissonClient;
 use redisson_lock::{Error, Unlocked};
@@ -27,8 +27,12 @@ struct Harness {
 
 impl Harness {
     fn start() -> Harness {
+        Harness::start_with(&[])
+    }
+
+    fn start_with(flags: &[&str]) -> Harness {
         let rt = tokio::runtime::Runtime::new().unwrap();
-        let server = rt.block_on(RedisServer::start());
+        let server = rt.block_on(RedisServer::start_with(flags));
         let raw = rt.block_on(server.raw());
         Harness { server, raw, rt }
     }
@@ -135,6 +139,68 @@ fn a_lost_lock_is_told_through_the_callback_and_the_channel() {
         lost.recv_timeout(Duration::from_secs(10)),
         Err(std::sync::mpsc::RecvTimeoutError::Disconnected)
     );
+}
+
+/// A lost callback may block: it runs on a thread of its own, and the
+/// client's other holds are renewed meanwhile. It ran on the client's only
+/// runtime thread, so a callback that waited stopped every renewal of that
+/// client (each lost in turn).
+#[test]
+fn a_lost_callback_that_blocks_holds_up_no_renewal() {
+    let h = Harness::start_with(&["--notify-keyspace-events", "Kg"]);
+    let client = h.client(Duration::from_secs(1));
+    let gone = client.lock("blocking:gone").unwrap().lock().unwrap();
+    let kept = client.lock("blocking:kept").unwrap().lock().unwrap();
+    let (entered_tx, entered) = std::sync::mpsc::channel();
+    let (go_on, blocked) = std::sync::mpsc::channel::<()>();
+    gone.on_lost(move || {
+        entered_tx.send(()).unwrap();
+        let _ = blocked.recv();
+    });
+    let mut renewals = h.rt.block_on(Observer::new(
+        &h.server,
+        &["__keyspace@0__:blocking:kept"],
+        &[],
+    ));
+    let _: i64 = h.rt.block_on(h.raw.del("blocking:gone")).unwrap();
+    entered
+        .recv_timeout(common::HANG)
+        .expect("the callback runs once the loss is found");
+    // While it blocks, the other hold is renewed (each renewal a PEXPIRE).
+    for _ in 0..3 {
+        let (event, key) = h.rt.block_on(renewals.next());
+        assert_eq!(
+            (event.as_str(), key.as_str()),
+            ("__keyevent@0__:expire", "blocking:kept")
+        );
+    }
+    assert!(!kept.is_lost());
+    go_on.send(()).unwrap();
+    assert_eq!(kept.unlock().unwrap(), Unlocked::Released);
+}
+
+/// Dropping a guard waits for the release's reply at most one command
+/// timeout, then lets it finish in the background: the whole retry policy
+/// (about 20 s at the defaults) used to hold the dropping thread, even
+/// while a panic unwound.
+#[test]
+fn a_dropped_guard_waits_one_command_timeout_then_releases_in_the_background() {
+    let h = Harness::start();
+    let proxy = h.rt.block_on(Proxy::start(h.server.port));
+    // A command timeout of 1 s; the retry policy waits several of them.
+    let client = RedissonClient::connect(config(&proxy.url(), Duration::from_secs(30))).unwrap();
+    let guard = client.lock("blocking:dropped").unwrap().lock().unwrap();
+    proxy.stall_replies();
+    drop(guard);
+    // Back with the reply still held back: the outcome is not known yet, and
+    // the hold is still tracked while the release goes on.
+    assert_eq!(client.held_locks(), 1);
+    proxy.resume_replies();
+    h.rt.block_on(common::topology::until(
+        "released in the background",
+        || async { client.held_locks() == 0 },
+    ));
+    assert!(h.fields("blocking:dropped").is_empty());
 }
 
 #[test]

@@ -58,9 +58,11 @@ pub type LockGuard = Guard<crate::LockGuard>;
 pub type FencedGuard = Guard<crate::FencedGuard>;
 
 /// One hold on a lock, taken through the blocking API. Release it with
-/// [`Guard::unlock`], which reports errors; dropping it releases it too,
-/// waiting for Redis's reply as `unlock` does (inside a tokio runtime, where
-/// nothing may block, the release runs in the background instead).
+/// [`Guard::unlock`], which reports errors and retries as the client's
+/// retry policy says; dropping it releases it too, waiting for Redis's
+/// reply at most one command timeout (`Config::timeout`), then finishing in
+/// the background (inside a tokio runtime, where nothing may block, in the
+/// background at once).
 ///
 /// ```no_run
 /// # fn demo(lock: redisson_lock::blocking::RLock) -> redisson_lock::Result<()> {
@@ -146,14 +148,14 @@ impl<G: AsyncGuard> Guard<G> {
         self.lock_guard().lost_signal()
     }
 
-    /// Runs `callback` on the client's runtime thread when the lock is lost;
-    /// never if the hold is released first. Keep it short (set a flag, send
-    /// a message): it runs where renewals run.
+    /// Runs `callback` on a thread of its own when the lock is lost; never
+    /// if the hold is released first. It may block: the client's renewals
+    /// run on the client's runtime thread, which it never holds up.
     pub fn on_lost(&self, callback: impl FnOnce() + Send + 'static) {
         let lost = self.lost_signal();
         let task = self.shared.runtime().spawn(async move {
             lost.lost().await;
-            callback();
+            run_apart(callback);
         });
         self.watchers.lock().push(task.abort_handle());
     }
@@ -207,6 +209,26 @@ impl<G: AsyncGuard> Guard<G> {
     fn stop_watchers(&self) {
         for watcher in self.watchers.lock().drain(..) {
             watcher.abort();
+        }
+    }
+}
+
+/// Runs `callback` on a new thread (not the runtime's blocking pool, which
+/// the client's drop would wait for); where no thread can be made, here.
+fn run_apart(callback: impl FnOnce() + Send + 'static) {
+    let slot = Arc::new(Mutex::new(Some(callback)));
+    let theirs = slot.clone();
+    let spawned = std::thread::Builder::new()
+        .name("redisson-lock-on-lost".into())
+        .spawn(move || {
+            if let Some(callback) = theirs.lock().take() {
+                callback();
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "no thread for an on_lost callback: it runs on the client's runtime thread");
+        if let Some(callback) = slot.lock().take() {
+            callback();
         }
     }
 }

@@ -41,8 +41,13 @@
 //! inherits a scope.
 //!
 //! **Loss** is told as the async API tells it: [`Guard::is_lost`], a
-//! callback ([`Guard::on_lost`]) run on the client's runtime thread, or a
-//! channel ([`Guard::lost_channel`]).
+//! callback ([`Guard::on_lost`]) run on a thread of its own (it may block:
+//! renewals go on), or a channel ([`Guard::lost_channel`]).
+//!
+//! **Drop** releases, waiting for Redis's reply at most one command timeout
+//! (then the release finishes in the background), so a guard dropped while
+//! a panic unwinds never holds the thread for the whole retry policy;
+//! [`Guard::unlock`] waits for the outcome and reports it.
 //!
 //! **Cancel safety**: a blocking call cannot be cancelled from outside; it
 //! returns when the async call it wraps does, bounded as that one is (by

@@ -50,11 +50,17 @@ impl Shared {
 
     /// Gives back what a dropped blocking guard held: waiting for the reply
     /// where this thread may block (as a `MutexGuard`'s drop frees at once),
-    /// else in the background, on this client's runtime, by the async
-    /// guard's own drop.
+    /// but at most one command timeout, never the whole retry policy (a drop
+    /// while a panic unwinds must not hang for seconds): past that, the
+    /// release goes on in the background (`release` is cancel-safe: dropped,
+    /// it finishes on the runtime). Inside a runtime, in the background at
+    /// once, by the async guard's own drop.
     pub(crate) fn release_dropped<T, F: Future>(&self, held: T, release: impl FnOnce(T) -> F) {
         if Shared::may_block() {
-            let _ = self.block_on(release(held));
+            let patience = self.client.config().timeout;
+            // The timer is made on the runtime (here there is none).
+            let release = release(held);
+            let _ = self.block_on(async move { tokio::time::timeout(patience, release).await });
         } else {
             let _context = self.runtime().enter();
             drop(held);

@@ -56,13 +56,19 @@ pub enum Error {
     /// A bad argument: empty or malformed name, zero or out-of-range duration.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
-    /// A call of the [`crate::blocking`] API from a thread that runs inside a
-    /// tokio runtime (an async task, or `spawn_blocking`): blocking there
-    /// would stall the runtime's thread, or deadlock a single-threaded one.
-    /// Nothing was sent. Use the async API there, or call from a thread of
-    /// your own.
-    #[error("a blocking redisson-lock call inside a tokio runtime: use the async API there (or a std thread)")]
+    /// A call of the [`crate::blocking`] API from a task of the blocking
+    /// client's own runtime, which the call would wait for (a deadlock).
+    /// Nothing was sent. Calls from any other thread, `spawn_blocking`'s
+    /// included, are made.
+    #[cfg(feature = "blocking")]
+    #[error("a blocking redisson-lock call on the blocking client's own runtime: call it from another thread")]
     InsideAsyncRuntime,
+    /// The [`crate::blocking`] client could not start its runtime, or a
+    /// thread for a call made from inside another runtime (the system is out
+    /// of threads or memory).
+    #[cfg(feature = "blocking")]
+    #[error("the blocking client {0}")]
+    BlockingRuntime(String),
     /// Invalid configuration or URL.
     #[error("invalid configuration: {0}")]
     Config(String),

@@ -38,13 +38,19 @@ impl RedissonClient {
     /// # Errors
     ///
     /// Those of [`crate::RedissonClient::connect`];
-    /// [`crate::Error::InsideAsyncRuntime`] when called inside a tokio runtime.
+    /// [`crate::Error::BlockingRuntime`] when its runtime cannot start.
     pub fn connect(config: Config) -> Result<Self> {
         let runtime = Shared::start()?;
-        let client = runtime.block_on(crate::RedissonClient::connect(config))?;
-        Ok(RedissonClient {
-            shared: Arc::new(Shared::new(client, runtime)),
-        })
+        match super::runtime::run_on(&runtime, crate::RedissonClient::connect(config)) {
+            Ok(Ok(client)) => Ok(RedissonClient {
+                shared: Arc::new(Shared::new(client, runtime)),
+            }),
+            Ok(Err(e)) | Err(e) => {
+                // Not dropped here, which may be inside a runtime.
+                runtime.shutdown_background();
+                Err(e)
+            }
+        }
     }
 
     /// Connects to a `redis://`, `rediss://`, `redis-sentinel://` or

@@ -194,14 +194,11 @@ impl<G: AsyncGuard> Guard<G> {
     /// # Errors
     ///
     /// Those of [`crate::LockGuard::unlock`] ([`crate::Error::LockLost`] if it
-    /// was lost meanwhile); [`crate::Error::InsideAsyncRuntime`], in which case
-    /// the release runs in the background.
+    /// was lost meanwhile); [`crate::Error::InsideAsyncRuntime`] on the
+    /// client's own runtime, in which case the release runs in the
+    /// background.
     pub fn unlock(mut self) -> Result<Unlocked> {
         self.stop_watchers();
-        if !Shared::may_block() {
-            // Dropped, the guard releases in the background.
-            return Err(crate::Error::InsideAsyncRuntime);
-        }
         let held = self.inner.take().expect("taken only by unlock and drop");
         self.shared.block_on(held.release())?
     }

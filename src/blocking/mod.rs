@@ -26,12 +26,15 @@
 //! }
 //! ```
 //!
-//! **Threads, not tasks.** A blocking call from a thread inside a tokio
-//! runtime (an async task, or a `spawn_blocking` closure) returns
-//! [`crate::Error::InsideAsyncRuntime`] and sends nothing: blocking there
-//! stalls the runtime's thread, or deadlocks a single-threaded runtime. Use
-//! the async API there; [`RedissonClient::as_async`] gives it for the same
-//! connections.
+//! **Threads, not tasks.** Blocking calls are for threads: a plain one, or
+//! a `spawn_blocking` closure, where tokio runs sync code (there, and on
+//! any other thread of another runtime, the call runs on a short-lived
+//! thread of the client's while the caller's waits, since tokio runs no
+//! runtime inside another's context). Called from an async task, it blocks
+//! that task's worker as a `std` mutex would: use the async API there;
+//! [`RedissonClient::as_async`] gives it for the same connections. Only a
+//! call from the client's own runtime, which it would wait for, is refused
+//! ([`crate::Error::InsideAsyncRuntime`]; nothing is sent).
 //!
 //! **Re-entry is scoped**, as in the async API: inside
 //! [`Guard::scope`]'s closure, acquiring the same lock through the same

@@ -172,12 +172,9 @@ impl Permits {
     /// # Errors
     ///
     /// Those of [`crate::SemaphorePermits::release`];
-    /// [`crate::Error::InsideAsyncRuntime`] (the permits are then given back
-    /// in the background).
+    /// [`crate::Error::InsideAsyncRuntime`] on the client's own runtime (the
+    /// permits are then given back in the background).
     pub fn release(mut self) -> Result<u32> {
-        Shared::may_block()
-            .then_some(())
-            .ok_or(crate::Error::InsideAsyncRuntime)?;
         let held = self
             .inner
             .take()

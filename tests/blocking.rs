@@ -15,7 +15,7 @@ use std::time::Duration;
 use common::java::{newest_versions, JavaPeer};
 use common::{config, within, Observer, Proxy, RedisServer};
 use fred::prelude::*;
-use redisson_lock::blocking::RedissonClient;
+use redisson_lock::blocking::{RLock, RedissonClient};
 use redisson_lock::{Error, Unlocked};
 
 /// A server and the runtime that drives it (and the test's own reads).
@@ -77,7 +77,7 @@ fn threads_exclude_each_other_and_every_waiter_is_woken() {
 }
 
 #[test]
-fn a_scope_reenters_on_its_thread_only_and_drop_releases() {
+fn the_thread_reenters_a_scope_follows_its_guard_and_drop_releases() {
     let h = Harness::start();
     let client = h.client(Duration::from_secs(30));
     let lock = client.lock("blocking:nested").unwrap();
@@ -95,9 +95,26 @@ fn a_scope_reenters_on_its_thread_only_and_drop_releases() {
         drop(inner); // waits for the release's reply
         assert_eq!(h.fields("blocking:nested")[&field], "1");
     });
-    // Outside the scope, this thread waits like anyone else.
-    assert!(lock.try_lock().unwrap().is_none());
-    drop(outer);
+    // Outside the scope too: this thread is the owner, as in Java.
+    let again = lock
+        .try_lock()
+        .unwrap()
+        .expect("the thread re-enters its hold");
+    assert_eq!(again.owner(), outer.owner());
+    assert_eq!(h.fields("blocking:nested")[&field], "2");
+    drop(again);
+    // A guard moved to another thread: its scope re-enters it there, where
+    // the thread alone would wait.
+    let elsewhere = std::thread::spawn({
+        let lock = lock.clone();
+        move || {
+            assert!(lock.try_lock().unwrap().is_none(), "another thread's hold");
+            let count = outer.scope(|| lock.try_lock().unwrap().map(|g| g.hold_count().unwrap()));
+            drop(outer);
+            count
+        }
+    });
+    assert_eq!(elsewhere.join().unwrap(), Some(2));
     assert!(h.fields("blocking:nested").is_empty());
 
     // The write half's scope may take the read half (Redisson's downgrade).
@@ -293,6 +310,59 @@ fn semaphores_and_latches_block_until_released() {
     assert_eq!(ready.count_down().unwrap(), 1);
     assert_eq!(ready.count_down().unwrap(), 0);
     waiting.join().unwrap().unwrap();
+}
+
+/// Java's reentrant lock, ported line by line (`lock.lock()?.keep()` for
+/// `lock.lock()`), beside a JVM peer doing the same on the same lock: the
+/// thread is the owner, it re-enters, `is_held` is `isHeldByCurrentThread`,
+/// and `unlock` releases one hold; the JVM waits for the last one, and
+/// while the JVM holds it every Rust thread waits.
+#[test]
+fn a_java_method_ported_line_by_line_runs_beside_the_jvm() {
+    let (profile, version) = newest_versions()[0];
+    let h = Harness::start();
+    let java =
+        h.rt.block_on(JavaPeer::start(profile, version, &h.server.url(), 30_000));
+    let client = h.client(Duration::from_secs(30));
+    let lock = client.lock("blocking:java").unwrap();
+    let jvm = |command: &str| h.rt.block_on(java.ok(command));
+    let other_thread = |lock: &RLock| {
+        let lock = lock.clone();
+        std::thread::spawn(move || (lock.is_held().unwrap(), lock.try_lock().unwrap().is_some()))
+            .join()
+            .unwrap()
+    };
+
+    lock.lock().unwrap().keep(); //                  lock.lock();
+    lock.lock().unwrap().keep(); //                  lock.lock();
+    assert!(lock.is_held().unwrap()); //             lock.isHeldByCurrentThread()
+    assert_eq!(lock.hold_count().unwrap(), 2); //    lock.getHoldCount()
+    assert_eq!(other_thread(&lock), (false, false));
+    assert_eq!(jvm("tryLock blocking:java 1 0 -1"), "false");
+    assert_eq!(lock.unlock().unwrap(), Unlocked::StillHeld); // lock.unlock();
+    assert_eq!(lock.hold_count().unwrap(), 1);
+    assert_eq!(jvm("tryLock blocking:java 1 0 -1"), "false");
+    assert_eq!(lock.unlock().unwrap(), Unlocked::Released); //  lock.unlock();
+    assert!(!lock.is_held().unwrap());
+    assert!(matches!(lock.unlock(), Err(Error::NotHeld { .. })));
+
+    // The same method on the JVM's thread 1: Rust threads, this one
+    // included, wait for it.
+    jvm("lock blocking:java 1 -1");
+    jvm("lock blocking:java 1 -1");
+    assert_eq!(jvm("holdCount blocking:java 1"), "2");
+    assert_eq!(jvm("isHeldByThread blocking:java 1"), "true");
+    assert!(lock.try_lock().unwrap().is_none());
+    assert!(!lock.is_held().unwrap());
+    jvm("unlock blocking:java 1");
+    assert!(lock.try_lock().unwrap().is_none());
+    jvm("unlock blocking:java 1");
+    let guard = lock
+        .try_lock()
+        .unwrap()
+        .expect("free after the JVM's last unlock");
+    assert_eq!(guard.unlock().unwrap(), Unlocked::Released);
+    h.rt.block_on(java.quit());
 }
 
 #[test]

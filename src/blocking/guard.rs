@@ -29,6 +29,9 @@ pub(crate) mod sealed {
         fn release(self) -> impl Future<Output = Result<Unlocked>> + Send
         where
             Self: Sized;
+        fn keep(self)
+        where
+            Self: Sized;
     }
 }
 
@@ -40,6 +43,9 @@ impl sealed::Sealed for crate::LockGuard {
     fn release(self) -> impl Future<Output = Result<Unlocked>> + Send {
         self.unlock()
     }
+    fn keep(self) {
+        crate::LockGuard::keep(self)
+    }
 }
 
 impl AsyncGuard for crate::FencedGuard {}
@@ -49,6 +55,9 @@ impl sealed::Sealed for crate::FencedGuard {
     }
     fn release(self) -> impl Future<Output = Result<Unlocked>> + Send {
         self.unlock()
+    }
+    fn keep(self) {
+        crate::FencedGuard::keep(self)
     }
 }
 
@@ -201,6 +210,29 @@ impl<G: AsyncGuard> Guard<G> {
         self.stop_watchers();
         let held = self.inner.take().expect("taken only by unlock and drop");
         self.shared.block_on(held.release())?
+    }
+
+    /// Keeps the hold for this guard's owner, the thread that took it, with
+    /// no guard: it is released by [`crate::blocking::Lock::unlock`] on that
+    /// thread, as Java's `lock()` is by its `unlock()`; the watchdog renews
+    /// it until then (this guard's [`Guard::on_lost`] callbacks stop; the
+    /// hold's loss is still told to [`crate::blocking::Lock::unlock`]). A
+    /// port of Java code reads line by line:
+    ///
+    /// ```no_run
+    /// # fn demo(lock: redisson_lock::blocking::RLock) -> redisson_lock::Result<()> {
+    /// lock.lock()?.keep(); //       lock.lock();
+    /// lock.lock()?.keep(); //       lock.lock();  (re-entered: this thread holds it)
+    /// assert_eq!(lock.hold_count()?, 2); // lock.getHoldCount()
+    /// lock.unlock()?; //            lock.unlock();
+    /// lock.unlock()?; //            lock.unlock();
+    /// # Ok(()) }
+    /// ```
+    pub fn keep(mut self) {
+        self.stop_watchers();
+        if let Some(held) = self.inner.take() {
+            held.keep();
+        }
     }
 
     fn stop_watchers(&self) {

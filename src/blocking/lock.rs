@@ -32,9 +32,10 @@ pub type ReadLock = Lock<Read>;
 pub type WriteLock = Lock<Write>;
 
 /// A blocking handle on one Redisson lock of kind `K`: [`crate::Lock`] for
-/// synchronous code, with the same semantics (each acquisition its own
-/// owner; re-entry inside [`Guard::scope`] or through
-/// [`Lock::with_owner`]). Cheap to clone.
+/// synchronous code, with the calling thread as the owner, as in Java (a
+/// second acquisition on the thread that holds it re-enters; another thread
+/// waits), unless [`Guard::scope`] or [`Lock::with_owner`] says otherwise.
+/// Cheap to clone.
 ///
 /// ```no_run
 /// # fn demo(client: redisson_lock::blocking::RedissonClient) -> redisson_lock::Result<()> {
@@ -138,8 +139,10 @@ where
         Ok(held.map(|held| self.guard(held)))
     }
 
-    /// Releases one hold of the current owner (the explicit owner of
-    /// [`Lock::with_owner`], or the enclosing scope's): prefer [`Guard::unlock`].
+    /// Releases one hold of the current owner (this thread, the enclosing
+    /// scope's, or the explicit owner of [`Lock::with_owner`]): Java's
+    /// `unlock()`, for holds left to the thread by [`Guard::keep`]; a
+    /// guard's own hold is better released by [`Guard::unlock`].
     ///
     /// # Errors
     ///
@@ -180,7 +183,9 @@ where
         self.shared.block_on(self.inner.is_locked())?
     }
 
-    /// Whether the current owner holds it (Redisson's `isHeldByCurrentThread`).
+    /// Whether the current owner (this thread, unless a scope or
+    /// [`Lock::with_owner`] says otherwise) holds it: Redisson's
+    /// `isHeldByCurrentThread`.
     ///
     /// # Errors
     ///
@@ -189,7 +194,8 @@ where
         self.shared.block_on(self.inner.is_held())?
     }
 
-    /// The current owner's hold count (0 when it holds none).
+    /// The current owner's hold count (0 when it holds none): Redisson's
+    /// `getHoldCount`.
     ///
     /// # Errors
     ///

@@ -36,12 +36,17 @@
 //! call from the client's own runtime, which it would wait for, is refused
 //! ([`crate::Error::InsideAsyncRuntime`]; nothing is sent).
 //!
-//! **Re-entry is scoped**, as in the async API: inside
-//! [`Guard::scope`]'s closure, acquiring the same lock through the same
-//! client on the same thread re-enters the guard's hold (the hold count
-//! goes up, as a nested `lock()` in one Java thread does); anywhere else,
-//! a second acquisition waits like anyone else's. Another thread never
-//! inherits a scope.
+//! **The thread is the owner**, as in Java's `RLock` and parking_lot's
+//! `ReentrantMutex`: a lock taken again on the thread that holds it
+//! re-enters (the hold count goes up, as a nested `lock()` in one Java
+//! thread does); another thread waits. [`Lock::is_held`] is Java's
+//! `isHeldByCurrentThread`, [`Lock::hold_count`] its `getHoldCount`, and
+//! [`Lock::unlock`] releases one of this thread's holds, so Java's
+//! `lock(); ... unlock();` ports line by line with [`Guard::keep`] (a guard
+//! kept leaves its hold to the thread). Inside [`Guard::scope`]'s closure,
+//! the same lock re-enters that guard's hold whichever thread took it (a
+//! guard moved to another thread); [`Lock::with_owner`] fixes the owner
+//! instead (Redisson's `lock(threadId)`).
 //!
 //! **Loss** is told as the async API tells it: [`Guard::is_lost`], a
 //! callback ([`Guard::on_lost`]) run on a thread of its own (it may block:

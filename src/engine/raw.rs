@@ -242,6 +242,12 @@ impl Held {
         }
     }
 
+    /// Leaves the hold, its count and its renewal in place with no guard
+    /// for it: its owner's unlock releases that count.
+    pub(crate) fn keep(mut self) {
+        self.released = true;
+    }
+
     pub(crate) fn safety(&self) -> SafetyLevel {
         self.safety
     }

@@ -7,6 +7,10 @@
 //! acquisition gets an owner of its own. Task-locals follow the future they
 //! wrap, not the task, so two futures joined in one task see only their own
 //! scopes, and a task spawned inside a scope starts outside it.
+//!
+//! The blocking API's futures also carry their thread's owner: outside any
+//! scope of the lock, an acquisition made from a thread re-enters that
+//! thread's hold, as Java's `RLock` does (the thread is the owner).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -21,21 +25,32 @@ struct Entered {
     owner: OwnerId,
 }
 
+/// What the current future runs inside of.
+#[derive(Clone, Default)]
+struct Scopes {
+    /// The holds, innermost last.
+    entered: Vec<Entered>,
+    /// The thread a blocking call was made from: its owner, for every lock
+    /// no scope names.
+    thread: Option<OwnerId>,
+}
+
 tokio::task_local! {
-    /// The holds the current future runs inside of, innermost last.
-    static ENTERED: Arc<Vec<Entered>>;
+    static ENTERED: Arc<Scopes>;
 }
 
 /// The owner to re-enter with, if the current future runs inside a scope of
-/// lock `name` of client `client_id`.
+/// lock `name` of client `client_id`, or for a thread (a blocking call).
 pub(crate) fn owner_in_scope(client_id: &str, name: &str) -> Option<OwnerId> {
     ENTERED
-        .try_with(|entered| {
-            entered
+        .try_with(|scopes| {
+            scopes
+                .entered
                 .iter()
                 .rev()
                 .find(|e| &*e.client_id == client_id && &*e.name == name)
                 .map(|e| e.owner)
+                .or(scopes.thread)
         })
         .ok()
         .flatten()
@@ -49,15 +64,15 @@ pub(crate) fn enter<F: Future>(
     owner: OwnerId,
     work: F,
 ) -> impl Future<Output = F::Output> {
-    let mut entered: Vec<Entered> = ENTERED
-        .try_with(|entered| entered.to_vec())
+    let mut scopes: Scopes = ENTERED
+        .try_with(|scopes| Scopes::clone(scopes))
         .unwrap_or_default();
-    entered.push(Entered {
+    scopes.entered.push(Entered {
         client_id,
         name,
         owner,
     });
-    ENTERED.scope(Arc::new(entered), work)
+    ENTERED.scope(Arc::new(scopes), work)
 }
 
 #[cfg(feature = "blocking")]
@@ -94,11 +109,28 @@ pub(crate) fn enter_thread<R>(
     work()
 }
 
-/// `work` inside the scopes this thread is in ([`enter_thread`]), taken now.
+#[cfg(feature = "blocking")]
+std::thread_local! {
+    /// This thread's owner id, made on its first blocking call: Java's
+    /// thread id, for the blocking API.
+    static THREAD_OWNER: OwnerId = OwnerId::unique();
+}
+
+/// This thread's owner in the blocking API.
+#[cfg(feature = "blocking")]
+pub(crate) fn thread_owner() -> OwnerId {
+    THREAD_OWNER.with(|owner| *owner)
+}
+
+/// `work` inside the scopes this thread is in ([`enter_thread`]), and as
+/// this thread's owner elsewhere, taken now.
 #[cfg(feature = "blocking")]
 pub(crate) fn with_thread_scopes<F: Future>(work: F) -> impl Future<Output = F::Output> {
-    let entered = THREAD_ENTERED.with(|entered| entered.borrow().clone());
-    ENTERED.scope(Arc::new(entered), work)
+    let scopes = Scopes {
+        entered: THREAD_ENTERED.with(|entered| entered.borrow().clone()),
+        thread: Some(thread_owner()),
+    };
+    ENTERED.scope(Arc::new(scopes), work)
 }
 
 #[cfg(test)]

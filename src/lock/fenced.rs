@@ -158,6 +158,11 @@ pub struct FencedGuard {
 }
 
 impl FencedGuard {
+    /// Leaves the hold in place without a guard (see [`LockGuard`]'s).
+    pub(crate) fn keep(self) {
+        self.guard.keep();
+    }
+
     /// The fencing token of this acquisition: larger than every token
     /// handed out before it, to Java or Rust holders.
     pub fn token(&self) -> i64 {

@@ -46,6 +46,12 @@ impl LockGuard {
         LockGuard { held }
     }
 
+    /// Leaves the hold in place without a guard: its owner releases it with
+    /// [`crate::Lock::unlock`] (the blocking API's Java-style `lock()`).
+    pub(crate) fn keep(self) {
+        self.held.keep();
+    }
+
     /// The client's engine.
     pub(crate) fn engine(&self) -> &crate::engine::Engine {
         self.held.engine()

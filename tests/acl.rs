@@ -62,6 +62,85 @@ async fn every_lock_operation_runs_under_the_minimal_acl() {
     );
 }
 
+/// The read-only operator rule of docs/acl.md (`ls`, `inspect`, `status`,
+/// `top`, `watch`), keys read-only everywhere (`%R~*`, Redis 7 on).
+const OPERATOR_RULE: &str = "on >operator-pw resetkeys %R~* resetchannels &* -@all +scan +type +exists +get +hget +hgetall +pttl +llen +lrange +zcard +zcount +zrange +zscore +pubsub|numsub +pubsub|shardnumsub +subscribe +unsubscribe +psubscribe +punsubscribe +getrange +hscan +ping";
+
+/// An operator under the documented read-only rule sees who holds what and
+/// who they are; the same user with the registry's keys taken out still
+/// sees the holders, their clients unknown. The registry read's NOPERM
+/// failed `inspect`, an election's leader (and `status`, `ls`, `top`) as
+/// soon as a lock was held.
+#[tokio::test]
+async fn operators_read_who_holds_what_and_a_registry_they_cannot_read_is_unknown() {
+    let documented =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/acl.md")).unwrap();
+    assert!(
+        documented.contains(&format!(
+            "ACL SETUSER operator {}",
+            OPERATOR_RULE.replace("operator-pw", "your-password")
+        )),
+        "docs/acl.md shows the operator rule tested here"
+    );
+    // The operator, and a narrower one without the registry's keys.
+    // Every key but `redisson_lock__*` (the registry's).
+    let narrow = OPERATOR_RULE.replace(
+        "%R~*",
+        "%R~[^r]* %R~r[^e]* %R~redisson_[^l]* %R~redisson_lock_[^_]*",
+    );
+    let narrow = narrow.replace("operator-pw", "narrow-pw");
+    let mut flags = vec!["--user", "operator"];
+    flags.extend(OPERATOR_RULE.split(' '));
+    flags.extend(["--user", "narrow"]);
+    flags.extend(narrow.split(' '));
+    let server = RedisServer::start_with(&flags).await;
+    let holder = client(&server, Duration::from_secs(30)).await;
+    let guard = holder.lock("app:led").unwrap().lock().await.unwrap();
+    let as_user = |user: &str, password: &str| {
+        let mut config = common::config(&server.url(), Duration::from_secs(30));
+        config.username = Some(user.into());
+        config.password = Some(password.into());
+        config.check_lock_synced_slaves = false;
+        RedissonClient::connect(config)
+    };
+    for (user, password, registry_readable) in [
+        ("operator", "operator-pw", true),
+        ("narrow", "narrow-pw", false),
+    ] {
+        let operator = as_user(user, password).await.unwrap();
+        let found = operator.client_identity(holder.id()).await;
+        assert_eq!(found.is_ok(), registry_readable, "{user}: {found:?}");
+        let info = operator.inspect("app:led").await.unwrap();
+        let redisson_lock::inspect::ObjectState::Lock(state) = &info.state else {
+            panic!("{info:?}");
+        };
+        assert_eq!(state.holders[0].owner, guard.owner().to_string());
+        // Known, or left out (unknown): never "unregistered".
+        match registry_readable {
+            true => assert!(info.clients[holder.id()].is_some(), "{user}: {info:?}"),
+            false => assert!(info.clients.is_empty(), "{user}: {info:?}"),
+        }
+        let listed = operator.scan_objects("app:*", 100).await.unwrap();
+        assert_eq!(listed.len(), 1, "{user}: {listed:?}");
+        assert_eq!(
+            listed[0].clients.len(),
+            usize::from(registry_readable),
+            "{user}"
+        );
+        let leader = operator
+            .election("app:led")
+            .unwrap()
+            .leader()
+            .await
+            .unwrap();
+        let leader = leader.expect("the holder leads");
+        assert_eq!(leader.owner, guard.owner().to_string());
+        assert_eq!(leader.identity.is_some(), registry_readable, "{user}");
+        operator.shutdown().await;
+    }
+    guard.unlock().await.unwrap();
+}
+
 /// What a cluster or sentinel deployment needs on top of `RULE`.
 const REPLICATED_EXTRA: &[&str] = &[
     "+wait",

@@ -325,7 +325,10 @@ pub fn who(clients: &Clients, client_id: &str) -> String {
                 false => format!("{} ({})", identity.describe(), labels.join(", ")),
             }
         }
-        _ => "unregistered (a JVM Redisson client, or a Rust client with the registry off)".into(),
+        Some(None) => {
+            "unregistered (a JVM Redisson client, or a Rust client with the registry off)".into()
+        }
+        None => "unknown (the client registry, redisson_lock__client:*, cannot be read)".into(),
     }
 }
 

@@ -205,8 +205,14 @@ async fn read(client: &redisson_lock::RedissonClient, args: &StatusArgs) -> Resu
             let lock = client.lock(name).map_err(text)?;
             status.holders = lock.holders().await.map_err(text)?;
             for h in &status.holders {
-                let identity = client.client_identity(&h.client_id).await.map_err(text)?;
-                status.clients.insert(h.client_id.clone(), identity);
+                // Unreadable (an ACL without the registry's keys): unknown,
+                // left out, and the rest shown.
+                match client.client_identity(&h.client_id).await {
+                    Ok(identity) => {
+                        status.clients.insert(h.client_id.clone(), identity);
+                    }
+                    Err(_) => {}
+                }
             }
             if let Ttl::Expires(ttl) = lock.remaining_ttl().await.map_err(text)? {
                 status.ttl_ms = Some(ttl.as_millis() as u64);

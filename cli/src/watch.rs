@@ -121,6 +121,8 @@ struct Holders {
     /// Read once: holders found then are `held`, not `acquired`.
     primed: bool,
     clients: crate::ls::Clients,
+    /// Clients whose registry entry could not be read.
+    unknown: BTreeSet<String>,
 }
 
 impl Holders {
@@ -144,10 +146,17 @@ impl Holders {
             .map(|h| format!("{}:{}", h.client_id, h.owner))
             .collect();
         for h in &now {
-            if !self.clients.contains_key(&h.client_id) {
-                // Unreadable (an ACL without the registry's keys): unknown.
-                let identity = client.client_identity(&h.client_id).await.unwrap_or(None);
-                self.clients.insert(h.client_id.clone(), identity);
+            if !self.clients.contains_key(&h.client_id) && !self.unknown.contains(&h.client_id) {
+                // Unreadable (an ACL without the registry's keys): unknown,
+                // and not asked again.
+                match client.client_identity(&h.client_id).await {
+                    Ok(identity) => {
+                        self.clients.insert(h.client_id.clone(), identity);
+                    }
+                    Err(_) => {
+                        self.unknown.insert(h.client_id.clone());
+                    }
+                }
             }
         }
         let gone: Vec<&String> = self.seen.difference(&present).collect();
@@ -207,6 +216,7 @@ async fn watch_with(client: &redisson_lock::RedissonClient, args: &Args) -> Resu
         seen: BTreeSet::new(),
         primed: false,
         clients: Default::default(),
+        unknown: BTreeSet::new(),
     };
     for (_, meaning) in &channels {
         match meaning {

@@ -233,3 +233,23 @@ pub(crate) async fn identity(engine: &Engine, client_id: &str) -> Result<Option<
     let fields: BTreeMap<String, String> = engine.read(engine.reader(&key).hgetall(&key)).await?;
     Ok(ClientIdentity::from_fields(&fields))
 }
+
+/// As [`identity`], for showing who holds a lock: an entry that cannot be
+/// read (an ACL without `~redisson_lock__client:*`, a timeout) is `None`,
+/// unknown, never an error: who holds a lock is shown without it, as
+/// kubectl prints `<unknown>`. Logged once per process.
+pub(crate) async fn identity_if_readable(
+    engine: &Engine,
+    client_id: &str,
+) -> Option<Option<ClientIdentity>> {
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    match identity(engine, client_id).await {
+        Ok(found) => Some(found),
+        Err(e) => {
+            if !WARNED.swap(true, Ordering::Relaxed) {
+                tracing::warn!(error = %e, "the client registry cannot be read (its keys are redisson_lock__client:*; see docs/acl.md): holders are shown without who they are");
+            }
+            None
+        }
+    }
+}

@@ -3,20 +3,30 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use futures::future::try_join_all;
+use futures::future::join_all;
 
 use super::{ObjectState, ObjectSummary};
 use crate::engine::registry::{self, ClientIdentity};
 use crate::engine::Engine;
 use crate::error::Result;
 
-/// Each client's identity, `None` where it did not register.
+/// Each client's identity, `None` where it did not register; a client whose
+/// entry cannot be read (an ACL without the registry's keys) is left out:
+/// unknown, and never an error.
 pub(super) async fn identities(
     engine: &Engine,
     ids: BTreeSet<String>,
 ) -> Result<BTreeMap<String, Option<ClientIdentity>>> {
-    let found = try_join_all(ids.iter().map(|id| registry::identity(engine, id))).await?;
-    Ok(ids.into_iter().zip(found).collect())
+    let found = join_all(
+        ids.iter()
+            .map(|id| registry::identity_if_readable(engine, id)),
+    )
+    .await;
+    Ok(ids
+        .into_iter()
+        .zip(found)
+        .filter_map(|(id, identity)| Some((id, identity?)))
+        .collect())
 }
 
 /// The clients an object's state names: holders, a writer, readers, a fair

@@ -158,7 +158,8 @@ pub struct ObjectInfo {
     /// Who each client named above (holders, waiters) is, by client id, as
     /// it registered itself ([`crate::Registry`]); `null` for a client
     /// that did not register (a JVM Redisson client, or a Rust client with
-    /// the registry off).
+    /// the registry off). A client whose entry cannot be read (an ACL
+    /// without `~redisson_lock__client:*`) is not listed: unknown.
     pub clients: BTreeMap<String, Option<ClientIdentity>>,
 }
 

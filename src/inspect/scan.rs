@@ -82,12 +82,10 @@ pub(super) async fn scan(engine: &Engine, pattern: &str, count: u32) -> Result<V
         .collect();
     let known = super::clients::identities(engine, ids).await?;
     for object in &mut objects {
+        // A client whose entry could not be read stays out: unknown.
         object.clients = super::clients::of_summary(object)
             .into_iter()
-            .map(|id| {
-                let identity = known.get(&id).cloned().flatten();
-                (id, identity)
-            })
+            .filter_map(|id| Some((id.clone(), known.get(&id)?.clone())))
             .collect();
     }
     Ok(objects)

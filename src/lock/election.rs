@@ -43,7 +43,9 @@ pub struct Leader {
     pub owner: String,
     /// Whether the leader is this client.
     pub this_client: bool,
-    /// Who the leader's client is, if it registered (see [`crate::Registry`]).
+    /// Who the leader's client is, if it registered (see [`crate::Registry`]);
+    /// `None` too where the registry cannot be read (an ACL without its
+    /// keys: logged once), as the leader is still the leader.
     pub identity: Option<ClientIdentity>,
 }
 
@@ -152,7 +154,9 @@ async fn leader_of(lock: &RLock, holders: Vec<crate::lock::Holder>) -> Result<Op
     let Some(holder) = holders.into_iter().next() else {
         return Ok(None);
     };
-    let identity = registry::identity(&lock.raw.engine, &holder.client_id).await?;
+    let identity = registry::identity_if_readable(&lock.raw.engine, &holder.client_id)
+        .await
+        .flatten();
     Ok(Some(Leader {
         client_id: holder.client_id,
         owner: holder.owner,

@@ -207,11 +207,8 @@ async fn read(client: &redisson_lock::RedissonClient, args: &StatusArgs) -> Resu
             for h in &status.holders {
                 // Unreadable (an ACL without the registry's keys): unknown,
                 // left out, and the rest shown.
-                match client.client_identity(&h.client_id).await {
-                    Ok(identity) => {
-                        status.clients.insert(h.client_id.clone(), identity);
-                    }
-                    Err(_) => {}
+                if let Ok(identity) = client.client_identity(&h.client_id).await {
+                    status.clients.insert(h.client_id.clone(), identity);
                 }
             }
             if let Ttl::Expires(ttl) = lock.remaining_ttl().await.map_err(text)? {

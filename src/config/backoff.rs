@@ -17,22 +17,28 @@ use std::time::Duration;
 /// let constant = BackOff::Constant(Duration::from_millis(64));
 /// assert_eq!(constant.start().next_delay(), Duration::from_millis(64));
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+///
+/// Serialized as `{"exponential": {"initial": 1, "max": 128, "multiplier":
+/// 2}}` or `{"constant": 64}` (milliseconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub enum BackOff {
     /// Starts at `initial`; each next delay is the previous one times
     /// `multiplier`, plus a random jitter of up to as many milliseconds as
     /// attempts so far, capped at `max` (Redisson's `ExponentialBackOff`).
     Exponential {
         /// The first delay.
+        #[serde(with = "super::millis")]
         initial: Duration,
         /// The largest delay.
+        #[serde(with = "super::millis")]
         max: Duration,
         /// The growth factor.
         multiplier: u32,
     },
     /// The same delay every time (Redisson's `ConstantBackOff`, 64 ms by
     /// default there).
-    Constant(Duration),
+    Constant(#[serde(with = "super::millis")] Duration),
 }
 
 impl Default for BackOff {

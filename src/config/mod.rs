@@ -99,16 +99,14 @@ impl ReplicaQuorum {
 #[non_exhaustive]
 pub struct Config {
     /// Server URL: `redis://[user:pass@]host:port[/db]`, `rediss://...`, or
-    /// fred's cluster / sentinel URL forms. Serialized with its password
-    /// replaced by `***`.
-    #[serde(alias = "url", serialize_with = "serialize_redacted_url")]
+    /// fred's cluster / sentinel URL forms.
+    #[serde(alias = "url")]
     pub address: String,
     /// ACL user name; overrides one given in the URL.
     pub username: Option<String>,
-    /// Password; overrides one given in the URL. Never printed by `Debug`,
-    /// never serialized (a serialized config is safe to log; it does not
-    /// carry the secrets back).
-    #[serde(skip_serializing)]
+    /// Password; overrides one given in the URL. Never printed by `Debug`;
+    /// serialized (a serialized config reads back as it was: log
+    /// [`Config::redacted`] instead).
     pub password: Option<String>,
     /// Database index (standalone and sentinel only); overrides the URL's.
     pub database: Option<u8>,
@@ -158,8 +156,8 @@ pub struct Config {
     /// Pub/sub flavour for unlock messages.
     pub sharded_subscription_mode: ShardedSubscriptionMode,
     /// How spin-lock waiters space their attempts (Redisson's default
-    /// exponential back-off, 1 ms to 128 ms). Not read from files.
-    #[serde(skip)]
+    /// exponential back-off, 1 ms to 128 ms). Not read from Redisson's
+    /// files (Redisson sets it per lock).
     pub spin_lock_backoff: BackOff,
     /// How long a fair-lock waiter that waits without a limit (`lock()`)
     /// keeps its place in the queue: the budget its queue deadline is
@@ -204,10 +202,6 @@ pub struct Config {
     /// The client's entry in the client registry (who it is, so tools can
     /// name a lock's holder); on by default. Not a Redisson setting.
     pub registry: Registry,
-}
-
-fn serialize_redacted_url<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&crate::naming::redact_url(url))
 }
 
 impl std::fmt::Debug for Config {
@@ -276,6 +270,24 @@ impl Default for Config {
 }
 
 impl Config {
+    /// A copy safe to log or show: the URL's password and
+    /// [`Config::password`] replaced by `***` (`Debug` hides them too).
+    /// Serialize this where it will be read by people; the config itself
+    /// serializes whole, so that it reads back as it was.
+    ///
+    /// ```
+    /// let config = redisson_lock::Config::from_url("redis://app:s3cret@10.0.0.5:6379");
+    /// let shown = serde_json::to_string(&config.redacted()).unwrap();
+    /// assert!(shown.contains("redis://app:***@10.0.0.5:6379") && !shown.contains("s3cret"));
+    /// ```
+    pub fn redacted(&self) -> Config {
+        Config {
+            address: crate::naming::redact_url(&self.address),
+            password: self.password.as_ref().map(|_| "***".to_string()),
+            ..self.clone()
+        }
+    }
+
     /// Default settings for the server at `url`.
     pub fn from_url(url: impl Into<String>) -> Self {
         Config {
@@ -389,7 +401,7 @@ impl Config {
 }
 
 /// Serde helper: a `Duration` as integer milliseconds, as Redisson writes them.
-mod millis {
+pub(crate) mod millis {
     use std::time::Duration;
 
     use serde::{Deserialize, Deserializer, Serializer};
@@ -457,18 +469,30 @@ mod tests {
     }
 
     #[test]
-    fn a_serialized_config_carries_no_secret() {
+    fn a_serialized_config_reads_back_whole_and_its_redacted_copy_has_no_secret() {
         let c = Config {
             address: "redis://app:url-s3cret@10.0.0.5:6379/2".into(),
             password: Some("field-s3cret".into()),
+            spin_lock_backoff: BackOff::Constant(Duration::from_millis(64)),
             ..Config::default()
         };
+        // Every setting comes back: the URL's password, the password, the
+        // spin back-off (the first two were `***` or left out, the last
+        // left out: a config read back sent `***`).
         let json = serde_json::to_string(&c).unwrap();
+        assert!(
+            json.contains("\"spinLockBackoff\":{\"constant\":64}"),
+            "{json}"
+        );
+        assert_eq!(serde_json::from_str::<Config>(&json).unwrap(), c);
+        // For logs: no secret.
+        let json = serde_json::to_string(&c.redacted()).unwrap();
         assert!(!json.contains("s3cret"), "{json}");
         assert!(
             json.contains("\"address\":\"redis://app:***@10.0.0.5:6379/2\""),
             "{json}"
         );
-        assert!(!json.contains("password"), "{json}");
+        assert!(json.contains("\"password\":\"***\""), "{json}");
+        assert_eq!(c.redacted().address, "redis://app:***@10.0.0.5:6379/2");
     }
 }

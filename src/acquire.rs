@@ -37,8 +37,8 @@ pub(crate) mod sealed {
         pub(crate) lease: Option<Duration>,
         /// Permits asked for (1 for a lock).
         pub(crate) permits: u32,
-        /// Leased for the watchdog timeout and renewed (expirable permits).
-        pub(crate) kept_alive: bool,
+        /// How expirable permits are held when no lease is given.
+        pub(crate) keep: Keep,
     }
 
     /// The terms of an acquisition that may give up, opaque outside the
@@ -47,7 +47,7 @@ pub(crate) mod sealed {
         pub(crate) lease: Option<Duration>,
         pub(crate) wait: Option<Duration>,
         pub(crate) permits: u32,
-        pub(crate) kept_alive: bool,
+        pub(crate) keep: Keep,
     }
 
     impl Within {
@@ -108,7 +108,20 @@ pub struct Acquire<'a, L, W = UntilAcquired> {
     pub(crate) lease: Option<Duration>,
     pub(crate) wait: W,
     pub(crate) permits: u32,
-    pub(crate) kept_alive: bool,
+    pub(crate) keep: Keep,
+}
+
+/// How expirable permits acquired without a lease are held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Keep {
+    /// For the watchdog timeout, renewed by the watchdog every third of it,
+    /// as a lock is; the default.
+    #[default]
+    KeptAlive,
+    /// For this lease, renewed every third of it.
+    KeptAliveFor(Duration),
+    /// Never expiring (Redisson's `acquire()` without a lease).
+    Forever,
 }
 
 impl<'a, L: Acquirable> Acquire<'a, L> {
@@ -123,7 +136,7 @@ impl<'a, L: Acquirable> Acquire<'a, L> {
             lease: None,
             wait: UntilAcquired,
             permits,
-            kept_alive: false,
+            keep: Keep::default(),
         }
     }
 
@@ -145,7 +158,7 @@ impl<'a, L: Acquirable> Acquire<'a, L> {
             lease: self.lease,
             wait,
             permits: self.permits,
-            kept_alive: self.kept_alive,
+            keep: self.keep,
         }
     }
 }
@@ -156,7 +169,7 @@ impl<L: sealed::Leasable, W> Acquire<'_, L, W> {
     /// expiring (or of being kept alive).
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = Some(lease);
-        self.kept_alive = false;
+        self.keep = Keep::default();
         self
     }
 }
@@ -169,7 +182,7 @@ impl<'a, L: Acquirable> IntoFuture for Acquire<'a, L, UntilAcquired> {
         self.target.acquire_until(sealed::Until {
             lease: self.lease,
             permits: self.permits,
-            kept_alive: self.kept_alive,
+            keep: self.keep,
         })
     }
 }
@@ -183,7 +196,7 @@ impl<'a, L: Acquirable> IntoFuture for Acquire<'a, L, Bounded> {
             lease: self.lease,
             wait: self.wait.0,
             permits: self.permits,
-            kept_alive: self.kept_alive,
+            keep: self.keep,
         })
     }
 }

@@ -191,7 +191,7 @@ async fn expirable_permits_expire_and_release_across_sides() {
             .release(&[java_next.parse().unwrap()])
             .await
             .unwrap();
-        let ours = semaphore.acquire(1).await.unwrap().forget();
+        let ours = semaphore.acquire(1).forever().await.unwrap().forget();
         java.ok(&format!("pesRelease slots {}", ours[0])).await;
         assert_eq!(java.ok("pesAvailable slots").await, "1", "{version}");
         assert_eq!(semaphore.available_permits().await.unwrap(), 1);

@@ -159,7 +159,7 @@ async fn lease_time_reads_leases_as_javas_get_lease_time() {
             "{left:?}"
         );
         // Rust's leases, read by Java: one without an end, one of 90 s.
-        let forever = slots.acquire(1).await.unwrap();
+        let forever = slots.acquire(1).forever().await.unwrap();
         let forever_id = forever.ids()[0];
         assert_eq!(slots.lease_time(forever_id).await.unwrap(), None);
         assert_eq!(

@@ -4,7 +4,7 @@
 
 use redisson_lock_testkit as common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{command_calls, config, within, Proxy, RedisServer};
 use fred::prelude::*;
@@ -186,7 +186,7 @@ async fn a_lost_wake_up_costs_at_most_the_recheck_interval() {
     let semaphore = client.semaphore("lost").unwrap();
     let expirable = client.permit_expirable_semaphore("lost-leased").unwrap();
     expirable.try_set_permits(1).await.unwrap();
-    let held = expirable.acquire(1).await.unwrap().forget();
+    let held = expirable.acquire(1).forever().await.unwrap().forget();
 
     let before = scripts_run(&raw).await;
     let s = semaphore.clone();
@@ -374,7 +374,7 @@ async fn expired_leases_return_their_permits() {
         .await
         .unwrap();
     let after = unix_ms();
-    let long = semaphore.acquire(1).await.unwrap();
+    let long = semaphore.acquire(1).forever().await.unwrap();
     let leases = semaphore.leases().await.unwrap();
     assert_eq!(leases.len(), 2);
     let never = leases.iter().find(|l| l.id == long.ids()[0]).unwrap();
@@ -489,6 +489,67 @@ async fn bad_input_is_refused_and_touches_nothing() {
     ));
 }
 
+/// Expirable permits from the builder are kept alive by default, as a
+/// lock is: leased for the watchdog timeout, not forever (a crashed holder
+/// kept them for good). `kept_alive_for(l)` leases them for `l` and renews
+/// them every third of it on a timer of its own, whatever the client's
+/// watchdog (here 30 s); forgotten, they come back within `l`.
+/// `forever()` (and Redisson's `try_acquire`) never expire.
+#[tokio::test]
+async fn permits_are_kept_alive_by_default_and_on_a_lease_of_their_own() {
+    let server = RedisServer::start().await;
+    let client = common::client(&server, Duration::from_secs(30)).await;
+    let slots = client.permit_expirable_semaphore("kept-own").unwrap();
+    slots.try_set_permits(3).await.unwrap();
+
+    let by_default = slots.acquire(1).await.unwrap();
+    let left = slots.lease_time(by_default.ids()[0]).await.unwrap();
+    assert!(
+        left.is_some_and(|l| l <= Duration::from_secs(30)),
+        "{left:?}"
+    );
+    let forever = slots.acquire(1).forever().await.unwrap();
+    assert_eq!(slots.lease_time(forever.ids()[0]).await.unwrap(), None);
+
+    let own = slots
+        .acquire(1)
+        .kept_alive_for(Duration::from_millis(600))
+        .await
+        .unwrap();
+    let id = own.ids()[0];
+    let first_end = Instant::now() + slots.lease_time(id).await.unwrap().unwrap();
+    // Renewed (its end moves on) long before the watchdog's first cycle.
+    common::topology::until("a renewal of its own", || async {
+        let left = slots.lease_time(id).await.unwrap().unwrap();
+        Instant::now() + left > first_end + Duration::from_millis(100)
+    })
+    .await;
+    assert!(!own.is_lost() && !own.is_at_risk());
+    assert_eq!(
+        client.watchdog_stats().cycles,
+        0,
+        "the watchdog did not run"
+    );
+    // Forgotten, as a crash leaves them: back within their lease.
+    own.forget();
+    let back = within(
+        "the forgotten permit's lease ends",
+        slots.acquire(1).forever(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(back.release().await.unwrap(), 1);
+    assert!(matches!(
+        slots
+            .acquire(1)
+            .kept_alive_for(Duration::from_millis(2))
+            .await,
+        Err(Error::InvalidArgument(_))
+    ));
+    drop((by_default, forever));
+    client.shutdown().await;
+}
+
 /// `acquire(n).kept_alive()`: leased for the watchdog timeout (2 s here) and
 /// renewed every third of it, so the permits outlive several leases while
 /// held; a renewal that finds one gone makes the guard lost; forgotten (as
@@ -540,14 +601,14 @@ async fn kept_alive_permits_are_renewed_and_tell_when_lost() {
         .unwrap();
     assert_eq!(back.release().await.unwrap(), 2);
 
-    // A fixed lease is lost at its end; permits without a lease never are.
+    // A fixed lease is lost at its end; permits that never expire never are.
     let fixed = within(
         "one permit",
         slots.acquire(1).lease(Duration::from_millis(300)),
     )
     .await
     .unwrap();
-    let forever = within("another", slots.acquire(1)).await.unwrap();
+    let forever = within("another", slots.acquire(1).forever()).await.unwrap();
     within("the fixed lease's end", fixed.lost()).await;
     assert!(!forever.is_lost());
     assert_eq!(forever.release().await.unwrap(), 1);

@@ -4,7 +4,10 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use redisson_lock::{Error, ExpirablePermits, LockGuard, RedissonClient, SemaphorePermits};
+use redisson_lock::{
+    Acquire, Error, ExpirablePermits, LockGuard, RPermitExpirableSemaphore, RedissonClient,
+    SemaphorePermits,
+};
 use tokio::process::Command;
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -262,14 +265,25 @@ async fn acquire(
         }
         .map(Hold::Permits)
     } else if let Some(n) = k.expirable_semaphore {
-        // Kept alive by the client's watchdog, whose timeout is --lease
-        // here (see `run`).
+        // Kept alive: for --lease, renewed every third of it on a timer of
+        // their own, or as a lock is (the watchdog timeout).
         let semaphore = client.permit_expirable_semaphore(&args.name)?;
         warn_if_unset(client, &args.name, args.patience()).await;
+        fn kept<W>(
+            acquire: Acquire<'_, RPermitExpirableSemaphore, W>,
+            lease: Option<Duration>,
+        ) -> Acquire<'_, RPermitExpirableSemaphore, W> {
+            match lease {
+                Some(lease) => acquire.kept_alive_for(lease),
+                None => acquire.kept_alive(),
+            }
+        }
         let permits = match args.patience() {
-            Some(wait) if wait.is_zero() => semaphore.acquire(n).no_wait().kept_alive().await?,
-            Some(wait) => semaphore.acquire(n).wait(wait).kept_alive().await?,
-            None => Some(semaphore.acquire(n).kept_alive().await?),
+            Some(wait) if wait.is_zero() => {
+                kept(semaphore.acquire(n).no_wait(), args.lease).await?
+            }
+            Some(wait) => kept(semaphore.acquire(n).wait(wait), args.lease).await?,
+            None => Some(kept(semaphore.acquire(n), args.lease).await?),
         };
         permits.map(|permits| {
             let ids: Vec<String> = permits.ids().iter().map(|id| id.to_string()).collect();
@@ -306,11 +320,6 @@ pub async fn run(cli: &Cli, args: &Args) -> Result<u8, String> {
         );
     }
     let mut config = crate::settings(cli)?;
-    // Expirable permits are kept alive by the watchdog: --lease is its
-    // timeout for this run, which holds nothing else.
-    if let (Some(_), Some(lease)) = (args.kind.expirable_semaphore, args.lease) {
-        config.lock_watchdog_timeout = lease;
-    }
     // Named in the registry by the command it runs, its name only:
     // `inspect` shows "redisson-lock on host pid N (command=pg_dump)".
     if args.registry.no_register {

@@ -423,7 +423,7 @@ async fn status_reads_semaphores_and_latches() {
         .lease(Duration::from_secs(600))
         .await
         .unwrap();
-    let forever = slots.acquire(1).await.unwrap();
+    let forever = slots.acquire(1).forever().await.unwrap();
     let seen = json(vec!["status", "slots"]).await;
     assert_eq!(seen["kind"], "expirable-semaphore");
     assert_eq!(seen["permits_available"], 0);

@@ -44,8 +44,14 @@ pub(crate) enum LoanLease {
     /// For this long from the grant, never renewed.
     Fixed(Duration),
     /// For the watchdog timeout, renewed by the watchdog every third of it
-    /// until given back; `expected` permits are renewed each time.
-    KeptAlive { renew: Renew, expected: usize },
+    /// until given back, or for a lease of its own (`own`), renewed every
+    /// third of that on a timer of its own; `expected` permits are renewed
+    /// each time.
+    KeptAlive {
+        renew: Renew,
+        expected: usize,
+        own: Option<Duration>,
+    },
 }
 
 /// One loan. Given back at most once.
@@ -56,8 +62,11 @@ pub(crate) struct Loan {
     give_back: GiveBack,
     /// When the permits expire on Redis, and whether they are known gone.
     lease: Arc<LeaseState>,
-    /// Set for a loan the watchdog keeps alive.
+    /// Set for a loan kept alive.
     renew: Option<(Renew, usize)>,
+    /// A kept-alive loan's own lease, renewed on its own timer (not the
+    /// watchdog's).
+    own_lease: Option<Duration>,
 }
 
 /// The loans a client has open, for its shutdown.
@@ -81,11 +90,14 @@ impl Loans {
         self.open.lock().len()
     }
 
-    /// Open loans the watchdog keeps alive.
+    /// Open loans the watchdog keeps alive (not those with a lease of their
+    /// own).
     fn kept_alive(&self) -> Vec<Arc<Loan>> {
         self.all()
             .into_iter()
-            .filter(|loan| loan.renew.is_some() && !loan.lease.is_gone())
+            .filter(|loan| {
+                loan.renew.is_some() && loan.own_lease.is_none() && !loan.lease.is_gone()
+            })
             .collect()
     }
 }
@@ -100,16 +112,50 @@ pub(crate) async fn renew_kept_alive(engine: &Engine) {
     let lease = engine.config.lock_watchdog_timeout;
     let loans = engine.loans.kept_alive();
     let renewals = futures::stream::iter(loans.into_iter().map(|loan| async move {
-        let Some((renew, expected)) = &loan.renew else {
+        loan.renew_once(lease).await;
+    }));
+    renewals
+        .buffer_unordered(engine.writer_count().max(1))
+        .for_each(|()| async {})
+        .await;
+}
+
+/// Renews a loan with a lease of its own every third of it, until it is
+/// given back or lost.
+fn keep_alive_on_its_own(loan: &Arc<Loan>, lease: Duration) {
+    let loan = Arc::downgrade(loan);
+    let every = lease / 3;
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval_at(Instant::now() + every, every);
+        loop {
+            tick.tick().await;
+            let Some(loan) = loan.upgrade() else {
+                return;
+            };
+            if !loan.is_open() || loan.lease.is_gone() {
+                return;
+            }
+            loan.renew_once(lease).await;
+        }
+    });
+}
+
+impl Loan {
+    /// One renewal to `lease` from now: confirmed, found gone (lost), or
+    /// failed (at risk until a renewal succeeds, lost at its deadline). The
+    /// renewal sets the same deadline if run twice, so a reply lost in a
+    /// timeout is simply renewed again next time.
+    async fn renew_once(&self, lease: Duration) {
+        let Some((renew, expected)) = &self.renew else {
             return;
         };
         let sent_at = Instant::now();
         match renew(lease).await {
             // Given back meanwhile: its permits are gone by design.
-            _ if !loan.is_open() => {}
-            Ok(still) if still >= *expected => loan.lease.confirm(sent_at, lease),
+            _ if !self.is_open() => {}
+            Ok(still) if still >= *expected => self.lease.confirm(sent_at, lease),
             Ok(still) => {
-                if loan.lease.mark_gone() {
+                if self.lease.mark_gone() {
                     tracing::warn!(
                         still,
                         expected,
@@ -118,19 +164,13 @@ pub(crate) async fn renew_kept_alive(engine: &Engine) {
                 }
             }
             Err(e) => {
-                if loan.lease.mark_at_risk() {
+                if self.lease.mark_at_risk() {
                     tracing::warn!(error = %e, "renewing kept-alive permits failed: at risk");
                 }
             }
         }
-    }));
-    renewals
-        .buffer_unordered(engine.writer_count().max(1))
-        .for_each(|()| async {})
-        .await;
-}
+    }
 
-impl Loan {
     /// Records a loan granted by a request first sent at `granted_at`;
     /// `give_back` returns it.
     pub(crate) fn open(
@@ -140,12 +180,18 @@ impl Loan {
         granted_at: Instant,
     ) -> Arc<Loan> {
         let id = engine.loans.next.fetch_add(1, Ordering::Relaxed);
-        let (lasts, renew) = match lease {
-            LoanLease::Forever => (FOREVER, None),
-            LoanLease::Fixed(lease) => (lease, None),
-            LoanLease::KeptAlive { renew, expected } => {
-                (engine.config.lock_watchdog_timeout, Some((renew, expected)))
-            }
+        let (lasts, renew, own_lease) = match lease {
+            LoanLease::Forever => (FOREVER, None, None),
+            LoanLease::Fixed(lease) => (lease, None, None),
+            LoanLease::KeptAlive {
+                renew,
+                expected,
+                own,
+            } => (
+                own.unwrap_or(engine.config.lock_watchdog_timeout),
+                Some((renew, expected)),
+                own,
+            ),
         };
         let state = Arc::new(LeaseState::granted(granted_at, lasts));
         let loan = Arc::new(Loan {
@@ -155,8 +201,12 @@ impl Loan {
             give_back: Box::new(give_back),
             lease: state,
             renew,
+            own_lease,
         });
         engine.loans.open.lock().insert(id, Arc::downgrade(&loan));
+        if let Some(lease) = own_lease {
+            keep_alive_on_its_own(&loan, lease);
+        }
         loan
     }
 

@@ -244,6 +244,7 @@ impl Held {
 
     /// Leaves the hold, its count and its renewal in place with no guard
     /// for it: its owner's unlock releases that count.
+    #[cfg(feature = "blocking")]
     pub(crate) fn keep(mut self) {
         self.released = true;
     }

@@ -159,6 +159,7 @@ pub struct FencedGuard {
 
 impl FencedGuard {
     /// Leaves the hold in place without a guard (see [`LockGuard`]'s).
+    #[cfg(feature = "blocking")]
     pub(crate) fn keep(self) {
         self.guard.keep();
     }

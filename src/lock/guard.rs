@@ -48,6 +48,7 @@ impl LockGuard {
 
     /// Leaves the hold in place without a guard: its owner releases it with
     /// [`crate::Lock::unlock`] (the blocking API's Java-style `lock()`).
+    #[cfg(feature = "blocking")]
     pub(crate) fn keep(self) {
         self.held.keep();
     }

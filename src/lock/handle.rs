@@ -606,7 +606,7 @@ impl<'a, K: Kind> Acquire<'a, Lock<K>, Bounded> {
             lease: self.lease,
             wait: self.wait.0,
             permits: 1,
-            kept_alive: false,
+            keep: Default::default(),
         };
         run_within(&self.target.raw, terms, work).await
     }

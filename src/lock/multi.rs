@@ -235,7 +235,7 @@ impl RMultiLock {
                     lease: member_lease,
                     wait,
                     permits: 1,
-                    kept_alive: false,
+                    keep: Default::default(),
                 };
                 // Boxed (by the trait): a member's acquisition is a whole
                 // lock's future; inline it would push a caller's async fn past

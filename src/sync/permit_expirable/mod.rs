@@ -24,7 +24,7 @@ use fred::types::Value;
 use tokio::time::Instant;
 
 use crate::acquire::sealed::{Leasable, Sealed, Until, Within};
-use crate::acquire::{Acquirable, Acquire, BoxFuture};
+use crate::acquire::{Acquirable, Acquire, BoxFuture, Keep};
 use crate::engine::script::{self, Script};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -286,10 +286,12 @@ impl RPermitExpirableSemaphore {
 
     /// Takes `permits`, waiting as long as it takes (Redisson's
     /// `acquire(permits)`): an [`Acquire`] builder, as a lock's `acquire()`.
-    /// Without more, the permits never expire; [`Acquire::lease`] leases
-    /// each for a time (Redisson's `acquire(permits, lease)`), and
-    /// [`Acquire::kept_alive`] for the watchdog timeout, renewed until they
-    /// are given back. [`Acquire::wait`] and [`Acquire::no_wait`] bound the
+    /// Without more, the permits are kept alive as a lock is (leased for the
+    /// watchdog timeout and renewed until given back: a crashed holder's
+    /// come back); [`Acquire::kept_alive_for`] with a lease of their own,
+    /// [`Acquire::lease`] for a fixed time (Redisson's `acquire(permits,
+    /// lease)`), and [`Acquire::forever`] never expiring (Redisson's
+    /// `acquire(permits)`). [`Acquire::wait`] and [`Acquire::no_wait`] bound the
     /// wait (the result is then an `Option`: Redisson's `tryAcquire`).
     /// Waiters wake on a release's message, when the earliest lease ends, or
     /// at most [`crate::Config::recheck_interval`] apart.
@@ -315,7 +317,7 @@ impl RPermitExpirableSemaphore {
     /// // ... render the invoice PDF ...
     /// permit.release().await?;
     /// // Two slots within 5 s, kept while the batch runs, however long.
-    /// if let Some(two) = slots.acquire(2).wait(Duration::from_secs(5)).kept_alive().await? {
+    /// if let Some(two) = slots.acquire(2).wait(Duration::from_secs(5)).await? {
     ///     two.release().await?;
     /// }
     /// # Ok(()) }
@@ -348,7 +350,7 @@ impl RPermitExpirableSemaphore {
     /// # Ok(()) }
     /// ```
     pub async fn try_acquire(&self, permits: u32) -> Result<Option<ExpirablePermits>> {
-        self.acquire(permits).no_wait().await
+        self.acquire(permits).no_wait().forever().await
     }
 
     /// Takes `permits`, never expiring, waiting at most `wait` (Redisson's
@@ -378,7 +380,7 @@ impl RPermitExpirableSemaphore {
         permits: u32,
         wait: Duration,
     ) -> Result<Option<ExpirablePermits>> {
-        self.acquire(permits).wait(wait).await
+        self.acquire(permits).wait(wait).forever().await
     }
 
     /// Returns the leased permits `ids` (Redisson's `release(ids)`).
@@ -488,7 +490,7 @@ impl Acquirable for RPermitExpirableSemaphore {
 
     fn acquire_until(&self, terms: Until) -> BoxFuture<'_, Result<ExpirablePermits>> {
         Box::pin(async move {
-            let terms = Terms::new(terms.permits, terms.lease, terms.kept_alive)?;
+            let terms = Terms::new(terms.permits, terms.lease, terms.keep)?;
             self.pool.wait(|| take(self.clone(), terms)).await
         })
     }
@@ -496,7 +498,7 @@ impl Acquirable for RPermitExpirableSemaphore {
     fn acquire_within(&self, terms: Within) -> BoxFuture<'_, Result<Option<ExpirablePermits>>> {
         Box::pin(async move {
             let wait = terms.wait;
-            let terms = Terms::new(terms.permits, terms.lease, terms.kept_alive)?;
+            let terms = Terms::new(terms.permits, terms.lease, terms.keep)?;
             match wait {
                 None => self.pool.try_once(take(self.clone(), terms)).await,
                 Some(wait) => {
@@ -524,8 +526,40 @@ impl<W> Acquire<'_, RPermitExpirableSemaphore, W> {
     /// `WAIT`), as a lock renewal is: after a failover that lost one, the
     /// permits can expire on the new primary up to one renewal interval
     /// before the next renewal finds them gone and the guard is told.
+    ///
+    /// This is the default: `slots.acquire(2).await` keeps its permits alive
+    /// so; [`Acquire::forever`] asks for permits that never expire.
     pub fn kept_alive(mut self) -> Self {
-        self.kept_alive = true;
+        self.keep = Keep::KeptAlive;
+        self.lease = None;
+        self
+    }
+
+    /// Leases the permits for `lease` and renews them every third of it
+    /// until they are given back, on a timer of their own: a crashed
+    /// holder's permits return within `lease`, whatever the client's
+    /// watchdog timeout. A `lease` under 3 ms is refused when acquiring
+    /// ([`Error::InvalidArgument`]).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use redisson_lock::RPermitExpirableSemaphore;
+    /// # async fn demo(slots: RPermitExpirableSemaphore) -> redisson_lock::Result<()> {
+    /// // Back within 5 s if this process dies, however long the job runs.
+    /// let permit = slots.acquire(1).kept_alive_for(Duration::from_secs(5)).await?;
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn kept_alive_for(mut self, lease: Duration) -> Self {
+        self.keep = Keep::KeptAliveFor(lease);
+        self.lease = None;
+        self
+    }
+
+    /// Permits that never expire (Redisson's `acquire()` without a lease):
+    /// a holder that crashes keeps them until someone releases them by id.
+    pub fn forever(mut self) -> Self {
+        self.keep = Keep::Forever;
         self.lease = None;
         self
     }

@@ -9,10 +9,11 @@ use fred::types::Value;
 
 use super::lease::{deadline, NEVER};
 use super::{ExpirablePermits, PermitId, RPermitExpirableSemaphore};
+use crate::acquire::Keep;
 use crate::engine::lease::lease_millis;
 use crate::engine::loan::{LoanLease, Renew};
 use crate::engine::script::{self, Latch, Script, ScriptCall};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::naming;
 use crate::sync::now_ms;
 use crate::sync::pool::{permits_arg, Answer, Pool, Taken};
@@ -28,23 +29,41 @@ static RELEASE: LazyLock<Script> =
 #[derive(Clone, Copy)]
 pub(super) struct Terms {
     permits: u32,
-    /// `None`: never expires.
-    lease: Option<Duration>,
-    /// Leased for the watchdog timeout and renewed until given back.
-    kept_alive: bool,
+    /// How long the permits stay taken.
+    lease: Lease,
+}
+
+/// How long permits stay taken on Redis.
+#[derive(Clone, Copy)]
+enum Lease {
+    Forever,
+    Fixed(Duration),
+    /// For this lease (`None`: the watchdog timeout, renewed by the
+    /// watchdog), renewed every third of it until given back.
+    KeptAlive(Option<Duration>),
 }
 
 impl Terms {
-    pub(super) fn new(permits: u32, lease: Option<Duration>, kept_alive: bool) -> Result<Self> {
+    pub(super) fn new(permits: u32, lease: Option<Duration>, keep: Keep) -> Result<Self> {
         permits_arg(permits)?;
-        if let Some(lease) = lease {
-            lease_millis(lease, "lease")?;
-        }
-        Ok(Terms {
-            permits,
-            lease,
-            kept_alive,
-        })
+        let lease = match (lease, keep) {
+            (Some(lease), _) => {
+                lease_millis(lease, "lease")?;
+                Lease::Fixed(lease)
+            }
+            (None, Keep::Forever) => Lease::Forever,
+            (None, Keep::KeptAlive) => Lease::KeptAlive(None),
+            (None, Keep::KeptAliveFor(lease)) => {
+                lease_millis(lease, "kept-alive lease")?;
+                if lease < Duration::from_millis(3) {
+                    return Err(Error::InvalidArgument(format!(
+                        "a kept-alive lease is renewed every third of it: at least 3ms, got {lease:?}"
+                    )));
+                }
+                Lease::KeptAlive(Some(lease))
+            }
+        };
+        Ok(Terms { permits, lease })
     }
 }
 
@@ -56,18 +75,26 @@ pub(super) async fn take(
     let pool = semaphore.pool.clone();
     let ids: Vec<PermitId> = (0..terms.permits).map(|_| PermitId::random()).collect();
     let watchdog = pool.engine().config.lock_watchdog_timeout;
-    let (lease, loan_lease) = match (terms.kept_alive, terms.lease) {
-        (true, _) => {
+    let (lease, loan_lease) = match terms.lease {
+        Lease::KeptAlive(own) => {
             let expected = ids.len();
             let (semaphore, ids) = (semaphore.clone(), ids.clone());
             let renew: Renew = Box::new(move |lease| {
                 let (semaphore, ids) = (semaphore.clone(), ids.clone());
                 Box::pin(async move { semaphore.renew(&ids, lease).await })
             });
-            (Some(watchdog), LoanLease::KeptAlive { renew, expected })
+            let lasts = own.unwrap_or(watchdog);
+            (
+                Some(lasts),
+                LoanLease::KeptAlive {
+                    renew,
+                    expected,
+                    own,
+                },
+            )
         }
-        (false, Some(lease)) => (Some(lease), LoanLease::Fixed(lease)),
-        (false, None) => (None, LoanLease::Forever),
+        Lease::Fixed(lease) => (Some(lease), LoanLease::Fixed(lease)),
+        Lease::Forever => (None, LoanLease::Forever),
     };
     let deadline = deadline(lease)?;
     let keys = [

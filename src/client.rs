@@ -347,6 +347,35 @@ impl RedissonClient {
         Ok(crate::lock::election::Election::new(self.lock(name)?))
     }
 
+    /// Leader election on the fenced lock named `name` (Redisson's
+    /// `getFencedLock`; a JVM holder of it leads): each leadership has a
+    /// term, its fencing token, above every earlier one
+    /// ([`crate::Leadership::term`], [`crate::Leader::term`]), as etcd's
+    /// elections have a revision. A former leader that resumes after a pause
+    /// longer than its lease still believes it leads until it runs again; a
+    /// resource that refuses writes with an older term refuses it.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidArgument`] for an empty name.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::RedissonClient) -> redisson_lock::Result<()> {
+    /// let election = client.fenced_election("ledger:writer")?;
+    /// let leadership = election.campaign().await?;
+    /// let term = leadership.term().expect("a fenced election has terms");
+    /// // Written only if no later term wrote it since.
+    /// leadership.set_if_newest("ledger:head", &format!("{term}:entry-42")).await?;
+    /// leadership.resign().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn fenced_election(&self, name: &str) -> Result<crate::lock::election::Election> {
+        Ok(crate::lock::election::Election::fenced(
+            self.lock(name)?,
+            self.fenced_lock(name)?,
+        ))
+    }
+
     /// A handle on the semaphore `name` (Redisson's `getSemaphore`). Nothing
     /// is sent to Redis; the name is checked.
     ///

@@ -141,9 +141,15 @@ pub struct ElectArgs {
     /// Keep the command in this process group (see `run --foreground`).
     #[arg(long)]
     foreground: bool,
+    /// A fenced election (Redisson's `getFencedLock(NAME)`): each
+    /// leadership's term, its fencing token, goes to the command as
+    /// REDISSON_LOCK_TOKEN, above every earlier leader's.
+    #[arg(long)]
+    fenced: bool,
     #[command(flatten)]
     registry: RegistryArgs,
-    /// The command the leader runs, with REDISSON_LOCK_NAME set.
+    /// The command the leader runs, with REDISSON_LOCK_NAME set (and
+    /// REDISSON_LOCK_TOKEN with --fenced).
     #[arg(last = true, required = true)]
     command: Vec<String>,
 }
@@ -159,7 +165,10 @@ impl From<&ElectArgs> for Args {
             kill_after: elect.kill_after,
             foreground: elect.foreground,
             registry: elect.registry.clone(),
-            kind: KindArgs::default(),
+            kind: KindArgs {
+                fenced: elect.fenced,
+                ..KindArgs::default()
+            },
             command: elect.command.clone(),
         }
     }
@@ -377,9 +386,19 @@ pub async fn run(cli: &Cli, args: &Args) -> Result<u8, String> {
         command.process_group(0);
     }
     guardian::die_with_parent(&mut command);
+    let guardian = match Guardian::arm(&mut command, !args.foreground) {
+        Ok(guardian) => Some(guardian),
+        Err(e) => {
+            eprintln!("redisson-lock: cannot start the process that stops the command if run dies ({e}); it may outlive a killed run");
+            None
+        }
+    };
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
+            if let Some(guardian) = guardian {
+                guardian.disarm();
+            }
             let _ = hold.release().await;
             client.shutdown().await;
             // As a shell and timeout(1) report it: 127 not found, 126 found
@@ -399,13 +418,6 @@ pub async fn run(cli: &Cli, args: &Args) -> Result<u8, String> {
             -(p as i32)
         }
     });
-    let guardian = match Guardian::watch(pid) {
-        Ok(guardian) => Some(guardian),
-        Err(e) => {
-            eprintln!("redisson-lock: cannot start the process that stops the command if run dies ({e}); it may outlive a killed run");
-            None
-        }
-    };
     let outcome = {
         let lost = hold.lost();
         tokio::pin!(lost);

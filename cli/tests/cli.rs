@@ -1304,6 +1304,28 @@ async fn elect_runs_the_command_once_this_process_leads() {
     let status = within("elect exits", child.wait()).await.unwrap();
     assert_eq!(status.code(), Some(0));
     assert_eq!(raw.exists::<i64, _>("scheduler").await.unwrap(), 0);
+
+    // --fenced: the term, the fenced lock's token, goes to the command.
+    let _: () = raw
+        .set(
+            "redisson_lock_token:{fenced-scheduler}",
+            41,
+            None,
+            None,
+            false,
+        )
+        .await
+        .unwrap();
+    let mut cmd = cli(&server.url());
+    cmd.args(["elect", "fenced-scheduler", "--fenced", "--", "sh", "-c"])
+        .arg("echo \"term $REDISSON_LOCK_TOKEN\"");
+    let out = output(cmd).await;
+    assert_eq!(
+        (out.code, out.stdout.trim()),
+        (0, "term 42"),
+        "{}",
+        out.stderr
+    );
     other.shutdown().await;
 }
 

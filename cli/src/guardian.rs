@@ -7,27 +7,33 @@
 //! Two guards, so that nothing is left between them:
 //! * the command itself gets SIGKILL when `run` dies (Linux's parent-death
 //!   signal, set before it execs);
-//! * a guardian process, forked from `run`, waits on a pipe only `run`
-//!   holds the write end of. When `run` is gone the pipe reads end-of-file
-//!   and the guardian kills the command's whole process group (what a
-//!   `sh -c` started too), then exits. A `run` that ends normally disarms
-//!   it first.
+//! * a guardian process waits on a pipe only `run` holds the write end of.
+//!   When `run` is gone the pipe reads end-of-file and the guardian kills
+//!   the command's whole process group (what a `sh -c` started too), then
+//!   exits. A `run` that ends normally disarms it first.
+//!
+//! The guardian is made inside the command's own process, after its fork
+//! and before its exec (forked twice, so it is nobody's child: a command
+//! that waits for any child never waits for it), in the command's process
+//! group. So it exists before the command runs a single instruction: a
+//! guardian forked by `run` after the spawn left a moment in which a `run`
+//! killed at once left what the command had started running (seen in CI).
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-/// A forked process that kills the command's group if `run` dies.
+/// The pipe a guardian watches; `run` holds its write end.
 pub struct Guardian {
     write: OwnedFd,
-    pid: libc::pid_t,
+    read: OwnedFd,
 }
 
 impl Guardian {
-    /// Forks a guardian that sends SIGKILL to `target` (a pid, or minus a
-    /// process group id) once this process is gone without [`disarm`].
-    ///
-    /// [`disarm`]: Guardian::disarm
-    pub fn watch(target: libc::pid_t) -> io::Result<Guardian> {
+    /// A guardian for the command `command` will spawn: made in the
+    /// command's process before it execs (see the module docs). `own_group`:
+    /// the command runs in a process group of its own, which the guardian
+    /// kills whole; otherwise only the command.
+    pub fn arm(command: &mut tokio::process::Command, own_group: bool) -> io::Result<Guardian> {
         let mut fds = [0; 2];
         // SAFETY: pipe2 writes two descriptors into the array.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -35,26 +41,58 @@ impl Guardian {
         }
         // SAFETY: both are fresh descriptors owned here alone.
         let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        // SAFETY: the child of a multi-threaded process runs only
-        // async-signal-safe calls (close, signal, read, kill, _exit) and
-        // touches no memory the other threads may hold locked.
-        match unsafe { libc::fork() } {
-            -1 => Err(io::Error::last_os_error()),
-            0 => unsafe { guard(read.as_raw_fd(), write.as_raw_fd(), target) },
-            pid => Ok(Guardian { write, pid }),
+        let (read_fd, write_fd) = (read.as_raw_fd(), write.as_raw_fd());
+        // SAFETY: the closure runs in the command's process between fork
+        // and exec, where only async-signal-safe calls are made (getpid,
+        // setpgid, getpgrp, fork, waitpid, _exit, and the guardian's own).
+        unsafe {
+            command.pre_exec(move || fork_guardian(read_fd, write_fd, own_group));
         }
+        Ok(Guardian { write, read })
     }
 
-    /// The command has ended: the guardian exits without a signal, and is
-    /// reaped.
+    /// The command has ended (or never started): the guardian exits
+    /// without a signal.
     pub fn disarm(self) {
         let byte = [1u8];
-        // SAFETY: a write of one byte from a live buffer to our own pipe,
-        // then a wait for our own child.
+        // SAFETY: a write of one byte from a live buffer to our own pipe
+        // (EPIPE, not a signal, if the guardian is gone: Rust ignores
+        // SIGPIPE).
         unsafe {
             libc::write(self.write.as_raw_fd(), byte.as_ptr().cast(), 1);
-            drop(self.write);
-            libc::waitpid(self.pid, std::ptr::null_mut(), 0);
+        }
+        drop(self.read);
+    }
+}
+
+/// In the command's process, before exec: forks the guardian (twice, so the
+/// command is not its parent), waits for the middle process, and goes on
+/// to exec.
+///
+/// # Safety
+/// Only between fork and exec.
+unsafe fn fork_guardian(read: libc::c_int, write: libc::c_int, own_group: bool) -> io::Result<()> {
+    let pid = libc::getpid();
+    if own_group {
+        // As `process_group(0)` does; whatever order the spawn applies them.
+        libc::setpgid(0, 0);
+    }
+    let target = if own_group { -libc::getpgrp() } else { pid };
+    match libc::fork() {
+        -1 => Err(io::Error::last_os_error()),
+        0 => match libc::fork() {
+            0 => guard(read, write, target),
+            -1 => libc::_exit(1),
+            _ => libc::_exit(0),
+        },
+        middle => {
+            let mut status = 0;
+            libc::waitpid(middle, &mut status, 0);
+            if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+                Ok(())
+            } else {
+                Err(io::Error::other("cannot fork the guardian"))
+            }
         }
     }
 }
@@ -64,7 +102,14 @@ impl Guardian {
 /// # Safety
 /// Only in the child of `fork`, which it never returns to.
 unsafe fn guard(read: libc::c_int, write: libc::c_int, target: libc::pid_t) -> ! {
-    libc::close(write);
+    // Nothing of the command's but the pipe: a reader of its output must
+    // not wait for the guardian to let go of it.
+    for fd in 0..1024 {
+        if fd != read {
+            libc::close(fd);
+        }
+    }
+    let _ = write;
     // What reaches `run`'s process group (a terminal's Ctrl-C, Ctrl-Z, a
     // hang-up) is `run`'s to handle; the guardian outlives all of it.
     for signal in [

@@ -477,15 +477,56 @@ async fn holders_are_named_by_the_client_registry() {
     );
     let table = run(&url, &["ls", "ledger"]).await.stdout;
     assert!(table.contains(" unregistered "), "{table}");
-    java.ok("register billing").await;
+    // The registrar docs/interop.md ships (RedissonLockRegistrar.java), as a
+    // service runs it: a 1 s TTL here, kept alive every third of it.
+    java.ok("register billing-java pod-3 1000 team=payments")
+        .await;
     let status = json(&url, &["status", "ledger"]).await;
     let who = &status["clients"][&java.client_id];
     assert_eq!(
-        (&who["service"], &who["runtime"]),
-        (&Json::from("billing"), &Json::from("java"))
+        (&who["service"], &who["instance"], &who["runtime"]),
+        (
+            &Json::from("billing-java"),
+            &Json::from("pod-3"),
+            &Json::from("java")
+        )
+    );
+    assert_eq!(who["labels"]["team"], "payments", "{status}");
+    // (With its version where the jar's manifest says it: a shaded jar
+    // does not.)
+    assert!(
+        who["version"].as_str().unwrap().starts_with("redisson"),
+        "{who}"
     );
     let text = run(&url, &["inspect", "ledger"]).await.stdout;
-    assert!(text.contains("who: billing on "), "{text}");
+    assert!(
+        text.contains("who: billing-java/pod-3 on ") && text.contains("(team=payments)"),
+        "{text}"
+    );
+    // Kept alive past its TTL, its start time kept: a refresh is a PEXPIRE.
+    let key = format!("redisson_lock__client:{}", java.client_id);
+    let started: String = raw.hget(&key, "started").await.unwrap();
+    let first_end =
+        std::time::Instant::now() + Duration::from_millis(raw.pttl::<u64, _>(&key).await.unwrap());
+    until("the entry's TTL renewed", || async {
+        let left: i64 = raw.pttl(&key).await.unwrap();
+        left > 0
+            && std::time::Instant::now() + Duration::from_millis(left as u64)
+                > first_end + Duration::from_millis(200)
+    })
+    .await;
+    assert_eq!(
+        raw.hget::<String, _, _>(&key, "started").await.unwrap(),
+        started
+    );
+    // Registered again with other labels: the stale ones go.
+    java.ok("register billing-java pod-3 1000 tier=gold").await;
+    let labels: Vec<String> = raw.hkeys(&key).await.unwrap();
+    assert!(labels.contains(&"label:tier".to_string()), "{labels:?}");
+    assert!(!labels.contains(&"label:team".to_string()), "{labels:?}");
+    // Closed at shutdown: the entry goes with it.
+    java.ok("unregister").await;
+    assert_eq!(raw.exists::<i64, _>(&key).await.unwrap(), 0);
     java.kill().await;
 }
 

@@ -56,6 +56,8 @@ public final class InteropPeer {
 
     private final RedissonClient redisson;
     private final String clientId;
+    /** This peer's client registry entry, once registered. */
+    private RedissonLockRegistrar registrar;
 
     private InteropPeer(RedissonClient redisson) {
         this.redisson = redisson;
@@ -316,23 +318,31 @@ public final class InteropPeer {
                 return String.valueOf(redisson.getLock(p[2]).remainTimeToLive());
             }
             case "register": {
-                need(p, 1, "register SERVICE");
-                // The client registry entry, as docs/interop.md shows a Java
-                // service writing it (a script: the same on every version).
-                String key = "redisson_lock__client:" + clientId;
-                org.redisson.api.RScript script = redisson.getScript(StringCodec.INSTANCE);
-                script.eval(org.redisson.api.RScript.Mode.READ_WRITE,
-                        "redis.call('hset', KEYS[1], unpack(ARGV, 2)); "
-                                + "redis.call('pexpire', KEYS[1], ARGV[1]); return 1",
-                        org.redisson.api.RScript.ReturnType.VALUE,
-                        java.util.List.of(key),
-                        "30000",
-                        "host", java.net.InetAddress.getLocalHost().getHostName(),
-                        "pid", String.valueOf(ProcessHandle.current().pid()),
-                        "service", p[2],
-                        "runtime", "java",
-                        "version", "redisson",
-                        "started", String.valueOf(System.currentTimeMillis()));
+                if (p.length < 3) {
+                    throw new IllegalArgumentException(
+                            "usage: register SERVICE [INSTANCE|- [TTL_MS [KEY=VALUE ...]]]");
+                }
+                // The client registry entry, written and kept alive by the registrar that
+                // docs/interop.md ships (the same on every version).
+                String instance = p.length > 3 && !p[3].equals("-") ? p[3] : null;
+                long ttl = p.length > 4 ? Long.parseLong(p[4]) : 30_000;
+                java.util.Map<String, String> labels = new java.util.TreeMap<>();
+                for (int i = 5; i < p.length; i++) {
+                    String[] kv = p[i].split("=", 2);
+                    labels.put(kv[0], kv.length > 1 ? kv[1] : "");
+                }
+                if (registrar != null) {
+                    registrar.close();
+                }
+                registrar = new RedissonLockRegistrar(redisson, p[2], instance, labels, ttl);
+                return null;
+            }
+            case "unregister": {
+                need(p, 0, "unregister");
+                if (registrar != null) {
+                    registrar.close();
+                    registrar = null;
+                }
                 return null;
             }
             case "getId": {

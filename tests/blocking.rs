@@ -15,7 +15,7 @@ use std::time::Duration;
 use common::java::{newest_versions, JavaPeer};
 use common::{config, within, Observer, Proxy, RedisServer};
 use fred::prelude::*;
-use redisson_lock::blocking::{RLock, RedissonClient};
+use redisson_lock::blocking::{PermitHold, RLock, RedissonClient};
 use redisson_lock::{Error, Unlocked};
 
 /// A server and the runtime that drives it (and the test's own reads).
@@ -271,6 +271,83 @@ fn a_blocking_call_works_from_spawn_blocking_and_from_a_task() {
     let (_, message) = h.rt.block_on(within("the unlock message", unlocks.next()));
     assert_eq!(message, "0");
     assert!(h.fields("blocking:misuse").is_empty());
+}
+
+/// What the async API has, the blocking one has: `run`, the fenced lock's
+/// `set_if_newest`, elections (fenced ones with their terms) and the
+/// expirable semaphore, each on a plain thread.
+#[test]
+fn run_fencing_elections_and_expirable_permits_have_a_blocking_form() {
+    let h = Harness::start();
+    let client = h.client(Duration::from_secs(30));
+
+    // run: the closure holds the lock, on this thread (so it re-enters).
+    let lock = client.lock("blocking:run").unwrap();
+    let inside = lock
+        .run(|lost| {
+            assert!(!lost.is_lost());
+            lock.hold_count().unwrap()
+        })
+        .unwrap();
+    assert_eq!(inside, 1);
+    assert!(h.fields("blocking:run").is_empty());
+
+    // The fenced lock's token writes.
+    let fenced = client.fenced_lock("blocking:fenced").unwrap();
+    let first = fenced.lock().unwrap();
+    assert!(first.set_if_newest("blocking:head", "first").unwrap());
+    drop(first);
+    let second = fenced.lock().unwrap();
+    assert!(second.set_if_newest("blocking:head", "second").unwrap());
+    second.unlock().unwrap();
+
+    // Elections, plain and fenced.
+    let election = client.fenced_election("blocking:leader").unwrap();
+    let leading = election.campaign().unwrap();
+    let term = leading.term().expect("a fenced election's term");
+    let leader = election.leader().unwrap().unwrap();
+    assert_eq!(
+        (leader.client_id.as_str(), leader.term),
+        (client.id(), Some(term))
+    );
+    assert!(leading
+        .set_if_newest("blocking:leader:head", "led")
+        .unwrap());
+    // Another thread is another candidate (this one would re-enter).
+    let other = client.election("blocking:leader").unwrap();
+    let elsewhere =
+        std::thread::spawn(move || other.try_campaign_for(Duration::ZERO).map(|l| l.is_none()));
+    assert!(elsewhere.join().unwrap().unwrap(), "another thread elected");
+    leading.resign().unwrap();
+    assert_eq!(election.leader().unwrap(), None);
+
+    // The expirable semaphore: kept alive by default, never expiring on
+    // request.
+    let slots = client.permit_expirable_semaphore("blocking:slots").unwrap();
+    assert!(slots.try_set_permits(2).unwrap());
+    let kept = slots.acquire(1).unwrap();
+    let lease =
+        h.rt.block_on(slots.as_async().lease_time(kept.ids()[0]))
+            .unwrap();
+    assert!(
+        lease.is_some_and(|l| l <= Duration::from_secs(30)),
+        "{lease:?}"
+    );
+    let forever = slots
+        .acquire_with(1, PermitHold::Forever, Some(Duration::ZERO))
+        .unwrap()
+        .expect("the second permit");
+    let left =
+        h.rt.block_on(slots.as_async().lease_time(forever.ids()[0]))
+            .unwrap();
+    assert_eq!(left, None);
+    assert!(slots
+        .acquire_with(1, PermitHold::KeptAlive, Some(Duration::ZERO))
+        .unwrap()
+        .is_none());
+    assert_eq!(kept.release().unwrap(), 1);
+    drop(forever);
+    assert_eq!(slots.available_permits().unwrap(), 2);
 }
 
 #[test]

@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use super::election::Election;
+use super::expirable::ExpirableSemaphore;
 use super::latch::CountDownLatch;
 use super::lock::{
     FairLock, FencedLock, Lock, NonReentrantFairLock, NonReentrantLock, RLock, ReadWriteLock,
@@ -158,6 +160,32 @@ impl RedissonClient {
         ))
     }
 
+    /// Leader election on the `RLock` of this name:
+    /// [`crate::RedissonClient::election`].
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidArgument`] for an empty name.
+    pub fn election(&self, name: &str) -> Result<Election> {
+        Ok(Election::new(
+            self.shared.client.election(name)?,
+            self.shared.clone(),
+        ))
+    }
+
+    /// Leader election on the fenced lock of this name, with terms:
+    /// [`crate::RedissonClient::fenced_election`].
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidArgument`] for an empty name.
+    pub fn fenced_election(&self, name: &str) -> Result<Election> {
+        Ok(Election::new(
+            self.shared.client.fenced_election(name)?,
+            self.shared.clone(),
+        ))
+    }
+
     /// Redisson's `RSemaphore`: [`crate::RedissonClient::semaphore`].
     ///
     /// # Errors
@@ -166,6 +194,19 @@ impl RedissonClient {
     pub fn semaphore(&self, name: &str) -> Result<Semaphore> {
         Ok(Semaphore::new(
             self.shared.client.semaphore(name)?,
+            self.shared.clone(),
+        ))
+    }
+
+    /// Redisson's `RPermitExpirableSemaphore`:
+    /// [`crate::RedissonClient::permit_expirable_semaphore`].
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::InvalidArgument`] for an empty name.
+    pub fn permit_expirable_semaphore(&self, name: &str) -> Result<ExpirableSemaphore> {
+        Ok(ExpirableSemaphore::new(
+            self.shared.client.permit_expirable_semaphore(name)?,
             self.shared.clone(),
         ))
     }

@@ -267,6 +267,18 @@ impl Guard<crate::FencedGuard> {
     pub fn token(&self) -> i64 {
         self.held().token()
     }
+
+    /// Writes `value` to `key` only if no holder with a newer token wrote
+    /// it: [`crate::FencedGuard::set_if_newest`].
+    ///
+    /// # Errors
+    ///
+    /// Those of [`crate::FencedGuard::set_if_newest`];
+    /// [`crate::Error::InsideAsyncRuntime`].
+    pub fn set_if_newest(&self, key: &str, value: &str) -> Result<bool> {
+        self.shared
+            .block_on(self.held().set_if_newest(key, value))?
+    }
 }
 
 impl<G: AsyncGuard> Drop for Guard<G> {

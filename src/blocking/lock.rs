@@ -139,6 +139,42 @@ where
         Ok(held.map(|held| self.guard(held)))
     }
 
+    /// Runs `work` on this thread under the lock: acquires it (waiting as
+    /// long as it takes), runs `work` with the lost signal (this thread
+    /// holds the lock, so `work` may take it again), and always releases
+    /// it, a panic included (the guard drops while unwinding). A blocking
+    /// closure cannot be stopped from outside: check the signal before
+    /// writing. [`crate::Lock::run`], for threads.
+    ///
+    /// # Errors
+    ///
+    /// As [`Lock::lock`]; [`crate::Error::LockLost`] when the lock was lost
+    /// before `work` returned (its result is dropped).
+    ///
+    /// ```no_run
+    /// # fn demo(lock: redisson_lock::blocking::RLock) -> redisson_lock::Result<()> {
+    /// let posted = lock.run(|lost| {
+    ///     let batch = 42; // ... the critical section ...
+    ///     if lost.is_lost() {
+    ///         return None; // stop before writing
+    ///     }
+    ///     Some(batch)
+    /// })?;
+    /// # Ok(()) }
+    /// ```
+    pub fn run<T>(&self, work: impl FnOnce(crate::LostSignal) -> T) -> Result<T> {
+        let guard = self.lock()?;
+        let out = work(guard.lost_signal());
+        let lost = guard.is_lost();
+        match guard.unlock() {
+            Ok(_) if !lost => Ok(out),
+            Ok(_) | Err(crate::Error::LockLost { .. }) => Err(crate::Error::LockLost {
+                name: self.name().to_string(),
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Releases one hold of the current owner (this thread, the enclosing
     /// scope's, or the explicit owner of [`Lock::with_owner`]): Java's
     /// `unlock()`, for holds left to the thread by [`Guard::keep`]; a

@@ -62,6 +62,8 @@
 //! its `wait`, and by the client's command timeout on every network call).
 
 mod client;
+mod election;
+mod expirable;
 mod guard;
 mod latch;
 mod lock;
@@ -69,6 +71,8 @@ mod runtime;
 mod semaphore;
 
 pub use client::RedissonClient;
+pub use election::{Election, Leadership};
+pub use expirable::{ExpirablePermits, ExpirableSemaphore, PermitHold};
 pub use guard::{AsyncGuard, FencedGuard, Guard, LockGuard};
 pub use latch::CountDownLatch;
 pub use lock::{

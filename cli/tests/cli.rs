@@ -254,10 +254,14 @@ async fn run_passes_hang_up_and_user_signals_to_its_command() {
 async fn ctrl_z_stops_the_command_with_run_and_a_long_stop_loses_the_lock() {
     let server = RedisServer::start().await;
     let raw = server.raw().await;
+    // One process, the command itself (`exec`): a shell looping over
+    // `sleep` can be caught inside vfork, its child stopped before exec and
+    // the shell itself in uninterruptible wait ('D', not 'T') for as long as
+    // the child is stopped: stopped in effect, yet not as /proc says it.
     let (mut child, mut lines) = start_run(
         &server.url(),
         &["--watchdog-timeout", "1s", "stopped"],
-        "echo ready; echo $$; while :; do sleep 0.05; done",
+        "echo ready; echo $$; exec sleep 1000",
     )
     .await;
     let shell: i32 = within("the shell's pid", lines.next_line())

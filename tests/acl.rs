@@ -64,7 +64,7 @@ async fn every_lock_operation_runs_under_the_minimal_acl() {
 
 /// The read-only operator rule of docs/acl.md (`ls`, `inspect`, `status`,
 /// `top`, `watch`), keys read-only everywhere (`%R~*`, Redis 7 on).
-const OPERATOR_RULE: &str = "on >operator-pw resetkeys %R~* resetchannels &* -@all +scan +type +exists +get +hget +hgetall +pttl +llen +lrange +zcard +zcount +zrange +zscore +pubsub|numsub +pubsub|shardnumsub +subscribe +unsubscribe +psubscribe +punsubscribe +getrange +hscan +ping";
+const OPERATOR_RULE: &str = common::OPERATOR_ACL_RULE;
 
 /// An operator under the documented read-only rule sees who holds what and
 /// who they are; the same user with the registry's keys taken out still
@@ -81,6 +81,12 @@ async fn operators_read_who_holds_what_and_a_registry_they_cannot_read_is_unknow
             OPERATOR_RULE.replace("operator-pw", "your-password")
         )),
         "docs/acl.md shows the operator rule tested here"
+    );
+    let service =
+        format!("ACL SETUSER locker {}", RULE.join(" ")).replace("locker-pw", "your-password");
+    assert!(
+        documented.contains(&service),
+        "docs/acl.md shows the service rule tested here"
     );
     // The operator, and a narrower one without the registry's keys.
     // Every key but `redisson_lock__*` (the registry's).

@@ -505,6 +505,34 @@ async fn an_acl_user_without_publish_fails_permissions() {
         f.fix,
         "ACL SETUSER locker +script|load (docs/acl.md has the whole rule)"
     );
+
+    // Without the client registry's part: a warning (who holds a lock is
+    // shown without who they are), never a failure, and what to add.
+    let rule: Vec<&str> = common::LOCK_ACL_RULE
+        .iter()
+        .copied()
+        .filter(|p| !["~redisson_lock__client:*", "+hset"].contains(p))
+        .collect();
+    let flags = user_flags("locker", &rule);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let server = RedisServer::start_with(&flags).await;
+    config.address = server.url();
+    let report = within("audit", redisson_lock::audit::audit(&config))
+        .await
+        .unwrap();
+    let f = only(&report, "permissions");
+    assert_eq!(f.severity, Severity::Warn, "{report:#?}");
+    assert!(
+        f.evidence.contains("HSET on the client registry")
+            && f.evidence.contains("HGETALL on the client registry"),
+        "{}",
+        f.evidence
+    );
+    assert!(
+        f.fix.contains("+hset") && f.fix.contains("~redisson_lock__client:*"),
+        "{}",
+        f.fix
+    );
 }
 
 /// The documented rule of docs/acl.md (locks named `app:*`), with the

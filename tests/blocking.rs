@@ -16,7 +16,7 @@ use common::java::{newest_versions, JavaPeer};
 use common::{config, within, Observer, Proxy, RedisServer};
 use fred::prelude::*;
 use redisson_lock::blocking::{PermitHold, RLock, RedissonClient};
-use redisson_lock::{Error, Unlocked};
+use redisson_lock::{Error, GroupValue, Unlocked};
 
 /// A server and the runtime that drives it (and the test's own reads).
 struct Harness {
@@ -348,6 +348,33 @@ fn run_fencing_elections_and_expirable_permits_have_a_blocking_form() {
     assert_eq!(kept.release().unwrap(), 1);
     drop(forever);
     assert_eq!(slots.available_permits().unwrap(), 2);
+
+    // A multi lock: every member, and no other thread gets one of them.
+    let transfer = client.multi_lock(&["blocking:a", "blocking:b"]).unwrap();
+    let both = transfer.lock().unwrap();
+    assert_eq!(both.guards().len(), 2);
+    let member = client.lock("blocking:b").unwrap();
+    let elsewhere = std::thread::spawn(move || member.try_lock().map(|g| g.is_none()));
+    assert!(
+        elsewhere.join().unwrap().unwrap(),
+        "a member taken by another thread"
+    );
+    assert_eq!(both.unlock().unwrap(), Unlocked::Released);
+    assert!(h.fields("blocking:a").is_empty() && h.fields("blocking:b").is_empty());
+    // The group multi lock, held by this thread.
+    let seats = client
+        .group_lock("blocking:seats", ["1A", "1B"].map(GroupValue::string))
+        .unwrap();
+    let held = seats.lock().unwrap();
+    assert!(seats.is_held().unwrap() && seats.is_locked().unwrap());
+    let other = seats.clone();
+    let elsewhere = std::thread::spawn(move || other.is_held());
+    assert!(
+        !elsewhere.join().unwrap().unwrap(),
+        "held by this thread only"
+    );
+    held.unlock().unwrap();
+    assert!(!seats.is_locked().unwrap());
 }
 
 #[test]

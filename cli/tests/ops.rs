@@ -530,6 +530,53 @@ async fn holders_are_named_by_the_client_registry() {
     java.kill().await;
 }
 
+/// The documented rules at work (docs/acl.md, docs/operations.md): `run`
+/// and `elect` under the service rule, `status`, `ls` and `inspect` under
+/// the read-only operator rule, which names the holder from the registry.
+#[tokio::test]
+async fn the_documented_acl_rules_run_the_cli() {
+    let operator = common::OPERATOR_ACL_RULE;
+    let mut flags = vec!["--user", "locker"];
+    flags.extend(common::LOCK_ACL_RULE);
+    flags.extend(["--user", "operator"]);
+    flags.extend(operator.split(' '));
+    let server = RedisServer::start_with(&flags).await;
+    let as_user =
+        |user: &str, password: &str| format!("redis://{user}:{password}@127.0.0.1:{}", server.port);
+    let (locker, looker) = (
+        as_user("locker", "locker-pw"),
+        as_user("operator", "operator-pw"),
+    );
+
+    let (mut child, _lines) = start_run(&locker, &["app:job"], "echo ready; read line").await;
+    let status = json(&looker, &["status", "app:job"]).await;
+    let id = status["holders"][0]["client_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        status["clients"][&id]["labels"]["command"], "sh",
+        "{status}"
+    );
+    assert_eq!(
+        entry(&json(&looker, &["ls", "app:*"]).await, "app:job")["clients"][&id]["service"],
+        "redisson-lock"
+    );
+    assert_eq!(
+        json(&looker, &["inspect", "app:job"]).await["clients"][&id]["runtime"],
+        "rust"
+    );
+    assert_eq!(finish(&mut child).await, 0);
+
+    let out = run(&locker, &["elect", "app:leader", "--", "echo", "leading"]).await;
+    assert_eq!(
+        (out.code, out.stdout.trim()),
+        (0, "leading"),
+        "{}",
+        out.stderr
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ls_inspect_doctor_and_top_on_a_cluster() {
     use common::topology::Cluster;

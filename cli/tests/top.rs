@@ -206,3 +206,31 @@ async fn top_fits_its_columns_to_the_terminal_and_marks_every_cut() {
     }
     holder.shutdown().await;
 }
+
+/// `top` under the documented read-only operator rule (docs/acl.md): the
+/// holder shown, named from the client registry.
+#[tokio::test]
+async fn top_runs_under_the_read_only_operator_rule() {
+    let mut flags = vec!["--user", "operator"];
+    flags.extend(common::OPERATOR_ACL_RULE.split(' '));
+    let server = RedisServer::start_with(&flags).await;
+    let holder = client(&server, Duration::from_secs(30)).await;
+    let url = format!("redis://operator:operator-pw@127.0.0.1:{}", server.port);
+    let top = Top::start(&url, &["app:*"], 160, 40);
+    top.tmux
+        .until("the first frame", |s| s.contains("q: quit"))
+        .await;
+    let held = holder.lock("app:job").unwrap().lock().await.unwrap();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let named = format!("@{})", host.trim());
+    top.tmux
+        .until("the lock taken, its holder named", |s| {
+            row(s, "app:job").is_some()
+                && s.lines()
+                    .any(|l| l.contains("app:job: acquired by") && l.contains(&named))
+        })
+        .await;
+    assert_eq!(top.quit().await, "0");
+    held.unlock().await.unwrap();
+    holder.shutdown().await;
+}

@@ -10,6 +10,7 @@ use super::lock::{
     FairLock, FencedLock, Lock, NonReentrantFairLock, NonReentrantLock, RLock, ReadWriteLock,
     SpinLock,
 };
+use super::multi::{GroupLock, MultiLock};
 use super::runtime::Shared;
 use super::semaphore::Semaphore;
 use crate::config::Config;
@@ -156,6 +157,49 @@ impl RedissonClient {
     pub fn read_write_lock(&self, name: &str) -> Result<ReadWriteLock> {
         Ok(ReadWriteLock::new(
             self.shared.client.read_write_lock(name)?,
+            self.shared.clone(),
+        ))
+    }
+
+    /// A multi lock over the locks `names` (every one, or none):
+    /// [`crate::RedissonClient::multi_lock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::RedissonClient::multi_lock`].
+    pub fn multi_lock(&self, names: &[&str]) -> Result<MultiLock> {
+        Ok(MultiLock::new(
+            self.shared.client.multi_lock(names)?,
+            self.shared.clone(),
+        ))
+    }
+
+    /// A RedLock over the locks `names` (held while a majority is):
+    /// [`crate::RedissonClient::red_lock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::RedissonClient::red_lock`].
+    pub fn red_lock(&self, names: &[&str]) -> Result<MultiLock> {
+        Ok(MultiLock::new(
+            self.shared.client.red_lock(names)?,
+            self.shared.clone(),
+        ))
+    }
+
+    /// Redisson's group multi lock of `values` in `group`:
+    /// [`crate::RedissonClient::group_lock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::RedissonClient::group_lock`].
+    pub fn group_lock(
+        &self,
+        group: &str,
+        values: impl IntoIterator<Item = crate::GroupValue>,
+    ) -> Result<GroupLock> {
+        Ok(GroupLock::new(
+            self.shared.client.group_lock(group, values)?,
             self.shared.clone(),
         ))
     }

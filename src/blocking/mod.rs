@@ -67,6 +67,7 @@ mod expirable;
 mod guard;
 mod latch;
 mod lock;
+mod multi;
 mod runtime;
 mod semaphore;
 
@@ -79,4 +80,5 @@ pub use lock::{
     FairLock, FencedLock, Lock, NonReentrantFairLock, NonReentrantLock, RLock, ReadLock,
     ReadWriteLock, SpinLock, WriteLock,
 };
+pub use multi::{GroupLock, MultiGuard, MultiLock};
 pub use semaphore::{Permits, Semaphore};

@@ -32,8 +32,11 @@ pub(crate) const PROBE_LOCK: &str = "redisson-lock-audit";
 /// nobody uses.
 pub(crate) const PROBE_CHANNEL: &str = "redisson_lock__channel:{redisson-lock-audit}";
 const NO_SUCH_SHA: &str = "0000000000000000000000000000000000000000";
-/// The request id of the latch key the probes name: no request uses it.
+/// The request id of the latch key the probes name: no request uses it
+/// (nor client: the registry probe names it too).
 const PROBE_REQUEST: &str = "redisson-lock-audit-probe";
+/// The client registry's keys.
+const REGISTRY_PREFIX: &str = "redisson_lock__client:";
 
 /// One command to check, and what goes wrong without it.
 struct Need {
@@ -47,6 +50,9 @@ struct Need {
     without: &'static str,
     /// How bad its refusal is: most break lock operations; a few only slow them.
     refused: Severity,
+    /// It names the client registry's keys: a key refusal asks for their
+    /// pattern.
+    registry: bool,
 }
 
 /// The lock the probes name, and whether it is one of the service's.
@@ -73,6 +79,7 @@ fn needs(shape: &Shape, sample: &Sample) -> Vec<Need> {
         keyed: false,
         without,
         refused: Severity::Fail,
+        registry: false,
     };
     let keyed = |name, args: &[&str], without| Need {
         keyed: true,
@@ -85,6 +92,7 @@ fn needs(shape: &Shape, sample: &Sample) -> Vec<Need> {
         PROBE_CHANNEL.to_string()
     };
     let latch = naming::latch_name(lock, PROBE_REQUEST);
+    let registry = format!("{REGISTRY_PREFIX}{PROBE_REQUEST}");
     let scripts_keys = [lock, channel.as_str(), latch.as_str()];
     let with_keys = |head: &[&str]| -> Vec<String> {
         let mut args: Vec<String> = head.iter().map(|a| a.to_string()).collect();
@@ -130,6 +138,26 @@ fn needs(shape: &Shape, sample: &Sample) -> Vec<Need> {
         keyed("GET", &["GET", &latch], "unlocks: reading the unlock latch"),
         keyed("DEL", &["DEL", &latch], "full unlocks and the unlock latch"),
         need("PING", &["PING"], "confirming a waiter's subscription"),
+        // The client registry (who holds a lock): optional, so a warning.
+        // HSET with an odd field count passes the ACL, then fails.
+        Need {
+            refused: Severity::Warn,
+            registry: true,
+            ..need(
+                "HSET",
+                &["HSET", &registry, "probe", "1", "odd"],
+                "this client's registry entry (its holds show as unregistered in ls, status, inspect)",
+            )
+        },
+        Need {
+            refused: Severity::Warn,
+            registry: true,
+            ..need(
+                "HGETALL",
+                &["HGETALL", &registry],
+                "reading who other holders are (ls, status, inspect show them as unknown)",
+            )
+        },
         Need {
             refused: Severity::Warn,
             ..need(
@@ -370,7 +398,9 @@ async fn one(
     if let Some((first, _)) = refused.first() {
         let mut grant: Vec<String> = vec![];
         for (need, why) in &refused {
-            let part = if need.keyed && is_key_refusal(why) {
+            let part = if need.registry && is_key_refusal(why) {
+                format!("~{REGISTRY_PREFIX}*")
+            } else if need.keyed && is_key_refusal(why) {
                 format!("~{}", sample.lock)
             } else {
                 format!("+{}", need.name.to_lowercase().replace(' ', "|"))
@@ -381,7 +411,10 @@ async fn one(
         }
         let details: Vec<String> = refused
             .iter()
-            .map(|(n, why)| format!("{} ({why})", n.name))
+            .map(|(n, why)| match n.registry {
+                true => format!("{} on the client registry ({why})", n.name),
+                false => format!("{} ({why})", n.name),
+            })
             .collect();
         let keys_part = if grant.iter().any(|g| g.starts_with('~')) {
             "; or key patterns that match the lock, redisson_unlock_latch:{name}:* and redisson_lock__channel:{name}"

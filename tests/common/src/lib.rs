@@ -990,6 +990,11 @@ pub async fn counted_section(redis: &Client, overlaps: &std::sync::atomic::Atomi
     let _: i64 = redis.decr("inside").await.unwrap();
 }
 
+/// The read-only operator rule of docs/acl.md and docs/operations.md (`ls`,
+/// `inspect`, `status`, `top`, `watch`; password `operator-pw`), keys read
+/// only everywhere (`%R~*`, Redis 7 on).
+pub const OPERATOR_ACL_RULE: &str = "on >operator-pw resetkeys %R~* resetchannels &* -@all +scan +type +exists +get +hget +hgetall +pttl +llen +lrange +zcard +zcount +zrange +zscore +pubsub|numsub +pubsub|shardnumsub +subscribe +unsubscribe +psubscribe +punsubscribe +getrange +hscan +ping";
+
 /// The ACL rule of docs/acl.md for locks named `app:*` (user on, password
 /// `locker-pw`): what `tests/acl.rs` proves enough, and the audit checks.
 pub const LOCK_ACL_RULE: &[&str] = &[
@@ -999,6 +1004,7 @@ pub const LOCK_ACL_RULE: &[&str] = &[
     "~app:*",
     "~redisson_unlock_latch:*",
     "~redisson_lock__channel:*",
+    "~redisson_lock__client:*",
     "resetchannels",
     "&redisson_lock__channel:*",
     "-@all",
@@ -1008,6 +1014,7 @@ pub const LOCK_ACL_RULE: &[&str] = &[
     "+hexists",
     "+hget",
     "+hgetall",
+    "+hset",
     "+hincrby",
     "+pexpire",
     "+pttl",

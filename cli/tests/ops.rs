@@ -535,6 +535,12 @@ async fn holders_are_named_by_the_client_registry() {
 /// the read-only operator rule, which names the holder from the registry.
 #[tokio::test]
 async fn the_documented_acl_rules_run_the_cli() {
+    if common::server_major() < 7 {
+        // Read-only key patterns (`%R~`) came with Redis 7 (channel ones
+        // with 6.2): the matrix's Redis 6.0 has neither rule's dialect.
+        eprintln!("skipped: the documented rules need Redis 7 or Valkey");
+        return;
+    }
     let operator = common::OPERATOR_ACL_RULE;
     let mut flags = vec!["--user", "locker"];
     flags.extend(common::LOCK_ACL_RULE);
